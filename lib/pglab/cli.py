@@ -1,0 +1,152 @@
+"""``pglab``: collect, analyze, parse, check, cleanup.
+
+User errors (bad parameters, a file that is not tool output) exit 2 with one message and no
+traceback; process errors exit 1 and say which command failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from pglab.errors import ParseError, PglabError, UserError
+
+
+def _params(study: str, params_file: str | None, profile: str | None):
+    from pglab.inventory import load_inventory
+    from pglab.params import profile_values, validate
+    from pglab.studies import module
+
+    path = params_file or f"params/{study}.yaml"
+    name, values, inv_path = profile_values(path, profile)
+    model = module(study, "params").Params
+    p = validate(model, values, f"{path} profiles.{name}")
+    return name, p, load_inventory(inv_path or "params/hosts.yaml")
+
+
+def cmd_collect(a: argparse.Namespace) -> int:
+    from pglab.studies import module
+
+    name, p, inventory = _params(a.study, a.params, a.profile)
+    run = module(a.study, "collect").collect(p, data_root=a.data_root, profile=name, inventory=inventory,
+                                             progress=not a.quiet)
+    print(run)
+    return 0
+
+
+def cmd_analyze(a: argparse.Namespace) -> int:
+    from pglab.store import latest_run
+    from pglab.studies import module
+
+    root = Path(a.data_root)
+    run = Path(a.run) if a.run else latest_run(root / "raw" / a.study)
+    if run is None:
+        raise UserError(f"no complete run of {a.study} under {root / 'raw' / a.study}: run `pglab collect` first")
+    result = module(a.study, "analyze").analyze(run, root / "derived" / a.study, Path(a.figures) / a.study,
+                                                Path(a.reference))
+    print(json.dumps(result.metrics, indent=2))
+    return 0
+
+
+def cmd_parse(a: argparse.Namespace) -> int:
+    from pglab.parse import parse_many
+
+    out = parse_many(a.files)
+    print(json.dumps(out[0] if len(out) == 1 else out, indent=2))
+    return 0
+
+
+def cmd_check(a: argparse.Namespace) -> int:
+    from pglab import preflight
+    from pglab.inventory import load_inventory
+
+    inventory = load_inventory(a.inventory)
+    problems, hosts = preflight.host_problems(inventory, inventory.hosts)
+    for name, host in hosts.items():
+        facts = host.facts()
+        bindir = inventory.entry(name).bindir
+        version = host.run([f"{bindir}/postgres", "--version"], check=False).stdout.strip()
+        print(f"ok   host {name}: {facts.get('cores')} cores, {facts.get('user')}@{facts.get('hostname')}, {version}")
+        port = host.free_port(*inventory.entry(name).port_range)
+        print(f"ok   host {name}: free port found ({port})")
+        host.close()
+    for tool, path in preflight.local_tools().items():
+        print(f"{'ok  ' if path else 'warn'} client {tool}: {path or 'not found'}")
+    for study in a.studies:
+        try:
+            _, p, inv = _params(study, None, a.profile)
+            from pglab.studies import module
+
+            module(study, "collect").check(p, inv)
+            print(f"ok   study {study}: parameters valid, preflight passed")
+        except PglabError as exc:
+            problems.append(str(exc))
+    for p in problems:
+        print(f"FAIL {p}")
+    return 1 if problems else 0
+
+
+def cmd_cleanup(a: argparse.Namespace) -> int:
+    from pglab.cleanup import cleanup_leftovers
+    from pglab.inventory import load_inventory
+
+    done = cleanup_leftovers(Path(a.data_root), load_inventory(a.inventory), force=a.force)
+    print("\n".join(done) if done else "nothing left behind")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from pglab.studies import STUDIES
+
+    ap = argparse.ArgumentParser(prog="pglab", description=__doc__.splitlines()[0] if __doc__ else None)
+    sub = ap.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("collect", help="run a study's measurements into data/raw/<study>/<run-id>/")
+    c.add_argument("study", choices=STUDIES)
+    c.add_argument("--profile", help="profile of the params file (default: its `profile:` key)")
+    c.add_argument("--params", help="params file (default params/<study>.yaml)")
+    c.add_argument("--data-root", default="data")
+    c.add_argument("--quiet", action="store_true", help="no progress bar")
+    c.set_defaults(func=cmd_collect)
+    z = sub.add_parser("analyze", help="derived tables, metrics and figures from a raw run")
+    z.add_argument("study", choices=STUDIES)
+    z.add_argument("--run", help="raw run folder (default: the newest complete run)")
+    z.add_argument("--data-root", default="data")
+    z.add_argument("--figures", default="figures")
+    z.add_argument("--reference", default="data/reference")
+    z.set_defaults(func=cmd_analyze)
+    p = sub.add_parser("parse", help="parse pgbench / sysbench output files into JSON")
+    p.add_argument("files", nargs="+")
+    p.set_defaults(func=cmd_parse)
+    k = sub.add_parser("check", help="preflight: binaries, hosts, host keys, ports, study parameters")
+    k.add_argument("studies", nargs="*", default=list(STUDIES))
+    k.add_argument("--inventory", default="params/hosts.yaml")
+    k.add_argument("--profile")
+    k.set_defaults(func=cmd_check)
+    u = sub.add_parser("cleanup", help="stop servers and processes a killed run left behind")
+    u.add_argument("--data-root", default="data")
+    u.add_argument("--inventory", default="params/hosts.yaml")
+    u.add_argument("--force", action="store_true", help="also runs whose process still exists")
+    u.set_defaults(func=cmd_cleanup)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (UserError, ParseError) as exc:
+        print(f"pglab: {exc}", file=sys.stderr)
+        return 2
+    except PglabError as exc:
+        print(f"pglab: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("pglab: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

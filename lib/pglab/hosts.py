@@ -1,0 +1,413 @@
+"""Hosts: where commands run. One interface, a local and an SSH implementation.
+
+Everything above this module (nodes, runners, studies) is written once against ``Host``. The two
+implementations differ only in how a shell command line reaches a shell: ``subprocess`` locally,
+a fabric ``Connection`` remotely. Background processes, file writes and host facts are built on
+``run`` so that they behave identically on both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import os
+import pwd
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pglab.errors import ProcessError, UserError
+
+Command = Sequence[str] | str
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a finished command left: enough to write it to the raw store as it was."""
+
+    host: str
+    command: str
+    exit_code: int
+    stdout: str
+    stderr: str
+    duration_s: float
+
+
+def command_line(argv: Command) -> str:
+    """The shell-quoted form recorded in command.txt (secrets are never in argv: passfiles only)."""
+    return argv if isinstance(argv, str) else shlex.join(argv)
+
+
+class Host(ABC):
+    """A machine that runs commands. ``login_user`` is who commands run as by default."""
+
+    name: str
+    is_local: bool
+
+    def __init__(self, name: str, server_user: str | None = None):
+        self.name = name
+        self._server_user = server_user
+
+    # -- the two primitives each implementation provides ------------------------------------
+    @abstractmethod
+    def _run_shell(self, line: str, timeout: float | None, stdin: str | None) -> tuple[int, str, str, bool]:
+        """Run a shell command line; return (exit code, stdout, stderr, timed_out)."""
+
+    @abstractmethod
+    def put(self, local: str | Path, remote: str, mode: int = 0o600, owner: str | None = None) -> None:
+        """Copy a local file to this host."""
+
+    @abstractmethod
+    def get(self, remote: str, local: str | Path) -> None:
+        """Copy a file of this host to the local machine."""
+
+    @property
+    @abstractmethod
+    def login_user(self) -> str:
+        """The OS user commands run as."""
+
+    def close(self) -> None:
+        """Release connections; a local host holds none."""
+
+    def __enter__(self) -> Host:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- everything else is written once -------------------------------------------------------
+    @property
+    def server_user(self) -> str:
+        """The OS user PostgreSQL runs as: never root (initdb and postgres refuse it)."""
+        if self._server_user:
+            return self._server_user
+        if self.login_user == "root":
+            return "postgres"
+        return self.login_user
+
+    def wrap(self, argv: Command, as_user: str | None = None, env: Mapping[str, str] | None = None) -> str:
+        """The shell line for ``argv`` run as ``as_user`` with ``env`` set."""
+        parts: list[str] = []
+        if as_user and as_user != self.login_user:
+            if self.login_user != "root":
+                raise UserError(
+                    f"host {self.name}: cannot run commands as {as_user!r} while logged in as "
+                    f"{self.login_user!r}; set server_user to {self.login_user!r} in the inventory"
+                )
+            parts += ["runuser", "-u", as_user, "--"]
+        if env:
+            parts += ["env", *(f"{k}={v}" for k, v in env.items())]
+        inner = argv if isinstance(argv, str) else shlex.join(argv)
+        if not parts:
+            return inner
+        if isinstance(argv, str):
+            return shlex.join([*parts, "sh", "-c", argv])
+        return shlex.join(parts) + " " + inner
+
+    def run(self, argv: Command, *, timeout: float | None = 120, check: bool = True,
+            as_user: str | None = None, env: Mapping[str, str] | None = None,
+            stdin: str | None = None) -> Result:
+        """Run a command to completion. A timeout kills it; ``check`` raises ProcessError on failure."""
+        line = self.wrap(argv, as_user, env)
+        start = time.monotonic()
+        code, out, err, timed_out = self._run_shell(line, timeout, stdin)
+        result = Result(self.name, command_line(argv), code, out, err, time.monotonic() - start)
+        if timed_out or (check and code != 0):
+            raise ProcessError(self.name, result.command, None if timed_out else code, out, err, timed_out)
+        return result
+
+    def sh(self, script: str, **kw: object) -> Result:
+        """Run a small shell script (our own, never user input)."""
+        return self.run(["sh", "-c", script], **kw)  # type: ignore[arg-type]
+
+    def write_text(self, path: str, text: str, mode: int = 0o600, owner: str | None = None) -> None:
+        """Write a file on this host with ``mode`` set before any content lands (for passfiles)."""
+        user = owner or self.login_user
+        script = f"umask 077; cat > {shlex.quote(path)} && chmod {mode:o} {shlex.quote(path)}"
+        self.run(["sh", "-c", script], as_user=user, stdin=text)
+
+    def read_text(self, path: str) -> str:
+        return self.run(["cat", path]).stdout
+
+    def exists(self, path: str) -> bool:
+        return self.run(["test", "-e", path], check=False).exit_code == 0
+
+    def mkdir(self, path: str, mode: int = 0o700, owner: str | None = None) -> None:
+        self.run(["mkdir", "-p", "-m", f"{mode:o}", path])
+        if owner and owner != self.login_user:
+            self.run(["chown", owner, path])
+
+    def remove_tree(self, path: str) -> None:
+        self.run(["rm", "-rf", "--one-file-system", path])
+
+    def pid_alive(self, pid: int) -> bool:
+        return self.run(["kill", "-0", str(pid)], check=False).exit_code == 0
+
+    def start(self, argv: Command, stdout_path: str, stderr_path: str, *, as_user: str | None = None,
+              env: Mapping[str, str] | None = None) -> Background:
+        """Start a command in its own session; its output goes to files on this host."""
+        line = self.wrap(argv, as_user, env)
+        rc_path = stdout_path + ".rc"
+        body = (f"{line} > {shlex.quote(stdout_path)} 2> {shlex.quote(stderr_path)} < /dev/null; "
+                f"echo $? > {shlex.quote(rc_path)}.tmp && mv {shlex.quote(rc_path)}.tmp {shlex.quote(rc_path)}")
+        script = f"setsid sh -c {shlex.quote(body)} > /dev/null 2>&1 < /dev/null & echo $!"
+        pid = int(self.run(["sh", "-c", script]).stdout.strip())
+        return Background(self, command_line(argv), pid, stdout_path, stderr_path, rc_path)
+
+    def free_port(self, low: int = 20000, high: int = 60000, exclude: set[int] | None = None) -> int:
+        """A TCP port nobody listens on at this host's loopback (never 5432)."""
+        script = ("ss -Htln 2>/dev/null | awk '{print $4}' | sed 's/.*://' | sort -u")
+        used = {int(p) for p in self.run(["sh", "-c", script]).stdout.split() if p.isdigit()}
+        used |= (exclude or set()) | {5432}
+        for _ in range(2000):
+            port = low + uuid.uuid4().int % (high - low)
+            if port not in used and self._port_bindable(port):
+                return port
+        raise UserError(f"host {self.name}: no free port in {low}-{high}")
+
+    def _port_bindable(self, port: int) -> bool:
+        return True
+
+    def facts(self) -> dict[str, object]:
+        """Host facts recorded with every run (pyperf-style environment capture)."""
+        script = r"""
+echo "hostname=$(hostname)"
+echo "kernel=$(uname -srm)"
+echo "cores=$(nproc)"
+echo "mem_total_kb=$(awk '/MemTotal/ {print $2}' /proc/meminfo)"
+echo "cpu_model=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
+. /etc/os-release 2>/dev/null && echo "os=$PRETTY_NAME"
+echo "disk_tmp=$(df -Pk /tmp | awk 'NR==2 {print $2" KiB total, "$4" KiB free, on "$1}')"
+echo "user=$(id -un)"
+"""
+        out = self.run(["sh", "-c", script]).stdout
+        facts: dict[str, object] = {"name": self.name, "kind": "local" if self.is_local else "ssh"}
+        for line in out.splitlines():
+            key, _, value = line.partition("=")
+            facts[key] = int(value) if value.isdigit() else value
+        return facts
+
+    def which(self, program: str) -> str | None:
+        res = self.run(["sh", "-c", f"command -v {shlex.quote(program)}"], check=False)
+        return res.stdout.strip() or None
+
+
+@dataclass
+class Background:
+    """A process started by ``Host.start``: stop it by its session, never by name."""
+
+    host: Host
+    command: str
+    pid: int
+    stdout_path: str
+    stderr_path: str
+    rc_path: str
+    exit_code: int | None = field(default=None)
+
+    def wait(self, timeout: float) -> int:
+        """Wait for the exit code; on timeout the process is stopped and ProcessError raised."""
+        script = (f"i=0; while [ ! -e {shlex.quote(self.rc_path)} ]; do sleep 0.05; i=$((i+1)); "
+                  f"[ $i -gt {int(timeout * 20)} ] && exit 124; done; cat {shlex.quote(self.rc_path)}")
+        res = self.host.run(["sh", "-c", script], check=False, timeout=timeout + 30)
+        if res.exit_code == 124:
+            self.stop()
+            raise ProcessError(self.host.name, self.command, None, "", "", timed_out=True)
+        self.exit_code = int(res.stdout.strip())
+        return self.exit_code
+
+    def running(self) -> bool:
+        return not self.host.exists(self.rc_path)
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        """SIGTERM the whole session, then SIGKILL what is left after ``grace_s``."""
+        pgid = str(self.pid)
+        self.host.run(["kill", "-TERM", f"-{pgid}"], check=False)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            if self.host.run(["kill", "-0", f"-{pgid}"], check=False).exit_code != 0:
+                return
+            time.sleep(0.1)
+        self.host.run(["kill", "-KILL", f"-{pgid}"], check=False)
+
+    def output(self) -> tuple[str, str]:
+        return self.host.read_text(self.stdout_path), self.host.read_text(self.stderr_path)
+
+
+class LocalHost(Host):
+    """This machine, through subprocess."""
+
+    is_local = True
+
+    def __init__(self, name: str = "local", server_user: str | None = None):
+        super().__init__(name, server_user)
+        self._user = getpass.getuser()
+
+    @property
+    def login_user(self) -> str:
+        return self._user
+
+    def _run_shell(self, line: str, timeout: float | None, stdin: str | None) -> tuple[int, str, str, bool]:
+        proc = subprocess.Popen(
+            ["sh", "-c", line], stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )
+        try:
+            out, err = proc.communicate(stdin, timeout=timeout)
+            return proc.returncode, out, err, False
+        except subprocess.TimeoutExpired:
+            _kill_group(proc.pid)
+            out, err = proc.communicate()
+            return -9, out, err, True
+        except BaseException:
+            # Ctrl-C or SIGTERM while waiting: the child's session must not outlive us.
+            _kill_group(proc.pid)
+            proc.wait()
+            raise
+
+    def put(self, local: str | Path, remote: str, mode: int = 0o600, owner: str | None = None) -> None:
+        if str(local) != remote:
+            shutil.copyfile(local, remote)
+        os.chmod(remote, mode)
+        if owner and owner != self._user:
+            pw = pwd.getpwnam(owner)
+            os.chown(remote, pw.pw_uid, pw.pw_gid)
+
+    def get(self, remote: str, local: str | Path) -> None:
+        if str(local) != remote:
+            shutil.copyfile(remote, local)
+
+    def _port_bindable(self, port: int) -> bool:
+        with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+        return True
+
+
+def _kill_group(pid: int) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+
+
+class SSHHost(Host):
+    """A remote machine through fabric. Host keys are verified against known_hosts.
+
+    fabric accepts any host key by default (AutoAddPolicy); we load only the configured
+    known_hosts file and use RejectPolicy unless the inventory entry opts in with
+    ``accept_unknown_host_key``.
+    """
+
+    is_local = False
+
+    def __init__(self, name: str, address: str, user: str, port: int = 22,
+                 key_filename: str | None = None, known_hosts: str | None = None,
+                 accept_unknown_host_key: bool = False, server_user: str | None = None,
+                 connect_timeout: float = 15):
+        super().__init__(name, server_user)
+        import fabric
+        import paramiko
+
+        self.address = address
+        self.port = port
+        self._user = user
+        connect_kwargs: dict[str, object] = {"look_for_keys": key_filename is None, "allow_agent": True}
+        if key_filename:
+            connect_kwargs.update(key_filename=os.path.expanduser(key_filename), allow_agent=False)
+        self.conn = fabric.Connection(address, user=user, port=port, connect_kwargs=connect_kwargs,
+                                      connect_timeout=connect_timeout)
+        client = self.conn.client
+        client._host_keys.clear()  # fabric loaded the system's; only ours count
+        client._system_host_keys.clear()
+        kh = os.path.expanduser(known_hosts or "~/.ssh/known_hosts")
+        if os.path.exists(kh):
+            client.load_host_keys(kh)
+        elif not accept_unknown_host_key:
+            raise UserError(f"host {name}: known_hosts file {kh} does not exist "
+                            f"(or set accept_unknown_host_key: true for this host)")
+        policy = paramiko.AutoAddPolicy() if accept_unknown_host_key else paramiko.RejectPolicy()
+        client.set_missing_host_key_policy(policy)
+        self._tunnels = contextlib.ExitStack()
+        self._tunnel_ports: dict[int, int] = {}
+
+    @property
+    def login_user(self) -> str:
+        return self._user
+
+    def open(self) -> None:
+        """Connect now (host key checked here), so that preflight fails before anything starts."""
+        import paramiko
+
+        try:
+            self.conn.open()
+        except paramiko.SSHException as exc:
+            raise UserError(f"host {self.name} ({self.address}:{self.port}): {exc}") from exc
+
+    def _run_shell(self, line: str, timeout: float | None, stdin: str | None) -> tuple[int, str, str, bool]:
+        import io
+
+        from invoke.exceptions import CommandTimedOut
+
+        remote_line = line
+        if timeout:
+            # The remote side enforces the timeout too, so nothing outlives a dropped wait.
+            remote_line = f"timeout -k 5 {int(timeout) + 1} sh -c {shlex.quote(line)}"
+        try:
+            res = self.conn.run(remote_line, hide=True, warn=True, pty=False, timeout=(timeout + 15) if timeout
+                                else None, in_stream=io.StringIO(stdin) if stdin is not None else False)
+        except CommandTimedOut as exc:
+            return -9, exc.result.stdout, exc.result.stderr, True
+        timed_out = bool(timeout) and res.exited == 124
+        return res.exited, res.stdout, res.stderr, timed_out
+
+    def put(self, local: str | Path, remote: str, mode: int = 0o600, owner: str | None = None) -> None:
+        self.conn.put(str(local), remote)
+        self.run(["chmod", f"{mode:o}", remote])
+        if owner and owner != self._user:
+            self.run(["chown", owner, remote])
+
+    def get(self, remote: str, local: str | Path) -> None:
+        self.conn.get(remote, str(local))
+
+    def tunnel(self, remote_port: int) -> int:
+        """Forward a local port to 127.0.0.1:remote_port on this host; closed with the host."""
+        if remote_port in self._tunnel_ports:
+            return self._tunnel_ports[remote_port]
+        with contextlib.closing(socket.socket()) as s:
+            s.bind(("127.0.0.1", 0))
+            local_port = s.getsockname()[1]
+        self._tunnels.enter_context(self.conn.forward_local(local_port, remote_port=remote_port,
+                                                            remote_host="127.0.0.1"))
+        deadline = time.monotonic() + 10  # fabric binds the local port in its own thread: wait for it
+        while time.monotonic() < deadline:
+            with contextlib.closing(socket.socket()) as s:
+                if s.connect_ex(("127.0.0.1", local_port)) == 0:
+                    self._tunnel_ports[remote_port] = local_port
+                    return local_port
+            time.sleep(0.02)
+        raise UserError(f"host {self.name}: tunnel to port {remote_port} did not open")
+
+    def close(self) -> None:
+        self._tunnels.close()
+        self._tunnel_ports.clear()
+        self.conn.close()
+
+
+@contextlib.contextmanager
+def opened(host: Host) -> Iterator[Host]:
+    try:
+        yield host
+    finally:
+        host.close()

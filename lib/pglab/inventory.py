@@ -1,0 +1,79 @@
+"""The host inventory (params/hosts.yaml): which machines a study may use and how to reach them.
+
+Keys and passwords never live here: an SSH entry names a key *file* and a known_hosts *file*.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from pglab.errors import ParameterError, UserError
+from pglab.hosts import Host, LocalHost, SSHHost
+
+
+class HostEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["local", "ssh"] = "local"
+    address: str | None = None  # ssh: DNS name or IP
+    port: int = Field(22, ge=1, le=65535)  # ssh port
+    user: str | None = None  # ssh login user
+    key_filename: str | None = None  # path to the private key (never the key itself)
+    known_hosts: str | None = None  # default ~/.ssh/known_hosts
+    accept_unknown_host_key: bool = False  # explicit opt-in; default rejects unknown keys
+    server_user: str | None = None  # OS user for PostgreSQL; default: login user, or postgres for root
+    bindir: str = "/usr/lib/postgresql/15/bin"  # PostgreSQL binaries on that host
+    workdir: str = "/tmp"  # base for the per-run folder (keep it short: socket paths <= 107 bytes)
+    port_range: tuple[int, int] = (20000, 60000)  # where node ports are picked
+
+    @model_validator(mode="after")
+    def _ssh_needs_address(self) -> HostEntry:
+        if self.kind == "ssh" and not (self.address and self.user):
+            raise ValueError("an ssh host needs 'address' and 'user'")
+        lo, hi = self.port_range
+        if not 1024 <= lo < hi <= 65535:
+            raise ValueError(f"port_range {self.port_range} must be within 1024-65535, low < high")
+        return self
+
+
+class Inventory(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    hosts: dict[str, HostEntry] = Field(default_factory=lambda: {"local": HostEntry()})
+
+    def entry(self, name: str) -> HostEntry:
+        if name not in self.hosts:
+            raise UserError(f"host {name!r} is not in the inventory (known: {', '.join(sorted(self.hosts))})")
+        return self.hosts[name]
+
+    def connect(self, name: str) -> Host:
+        """A ready Host; for SSH the key check happens here, before anything starts."""
+        e = self.entry(name)
+        if e.kind == "local":
+            return LocalHost(name, server_user=e.server_user)
+        host = SSHHost(name, e.address or "", e.user or "", port=e.port, key_filename=e.key_filename,
+                       known_hosts=e.known_hosts, accept_unknown_host_key=e.accept_unknown_host_key,
+                       server_user=e.server_user)
+        host.open()
+        return host
+
+
+def load_inventory(path: str | Path | None) -> Inventory:
+    """The inventory at ``path``; no path (or a missing default) means: everything on this machine."""
+    if path is None or not Path(path).exists():
+        if path is not None and str(path) != "params/hosts.yaml":
+            raise UserError(f"inventory {path} does not exist")
+        return Inventory()
+    data = yaml.safe_load(Path(path).read_text()) or {}
+    try:
+        return Inventory.model_validate(data)
+    except ValidationError as exc:
+        raise ParameterError(str(path), _problems(exc)) from None
+
+
+def _problems(exc: ValidationError) -> list[str]:
+    return [f"{'.'.join(str(p) for p in e['loc']) or '(top)'}: {e['msg']}" for e in exc.errors()]

@@ -1,0 +1,62 @@
+"""Study parameters: one YAML per study with profiles, validated whole before anything starts.
+
+``params/<study>.yaml``::
+
+    profile: quick            # the profile `make repro` / `dvc repro` runs
+    inventory: params/hosts.yaml
+    profiles:
+      smoke: {...}            # seconds; CI, nbval and the notebook's defaults
+      quick: {...}            # minutes on a 2-core machine
+      paper: {...}            # the article's scale, for real hardware
+
+papermill only warns about unknown parameters, so everything goes through a pydantic model with
+``extra="forbid"``: an unknown key, a wrong type or an out-of-range value is reported with the
+key's full path, all problems at once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from pglab.errors import ParameterError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validate(model: type[M], data: dict[str, Any], source: str) -> M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for e in exc.errors():
+            key = ".".join(str(p) for p in e["loc"]) or "(top)"
+            got = f" (got {e['input']!r})" if e["type"] != "missing" and not isinstance(e["input"], dict) else ""
+            problems.append(f"{key}: {e['msg']}{got}")
+        raise ParameterError(source, problems) from None
+
+
+def load_study_file(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    if not p.exists():
+        raise ParameterError(str(p), ["file does not exist"])
+    data = yaml.safe_load(p.read_text()) or {}
+    problems = [f"{k}: unknown top-level key (expected profile, inventory, profiles)"
+                for k in data if k not in ("profile", "inventory", "profiles")]
+    if not isinstance(data.get("profiles"), dict) or not data["profiles"]:
+        problems.append("profiles: missing or empty")
+    if problems:
+        raise ParameterError(str(p), problems)
+    return data
+
+
+def profile_values(path: str | Path, profile: str | None = None) -> tuple[str, dict[str, Any], str | None]:
+    """(profile name, its raw values, inventory path) from a study's params file."""
+    data = load_study_file(path)
+    name = profile or data.get("profile") or "quick"
+    if name not in data["profiles"]:
+        raise ParameterError(str(path), [f"profile: {name!r} is not one of {sorted(data['profiles'])}"])
+    return name, dict(data["profiles"][name] or {}), data.get("inventory")

@@ -1,0 +1,83 @@
+"""Running pgbench: build the command, run it on the node's host, write the raw files first.
+
+Parsing lives in ``pgbench_output``; nothing here interprets the output beyond the exit code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pglab.hosts import Background, Result
+from pglab.node import Node
+from pglab.store import Point
+
+
+def pgbench_argv(node: Node, dbname: str, *, clients: int = 1, jobs: int | None = None,
+                 transactions: int | None = None, duration_s: float | None = None,
+                 select_only: bool = False, no_vacuum: bool = False, progress_s: float | None = None,
+                 protocol: str | None = None, extra: Sequence[str] = ()) -> list[str]:
+    """A pgbench run command; exactly one of ``transactions`` / ``duration_s``."""
+    if (transactions is None) == (duration_s is None):
+        raise ValueError("give exactly one of transactions or duration_s")
+    argv = [node.bin("pgbench"), "-c", str(clients), "-j", str(jobs or clients)]
+    argv += ["-t", str(transactions)] if transactions is not None else ["-T", str(int(duration_s or 0))]
+    if select_only:
+        argv.append("-S")
+    if no_vacuum:
+        argv.append("-n")
+    if progress_s:
+        argv += ["-P", str(progress_s)]
+    if protocol:
+        argv.append(f"--protocol={protocol}")
+    return [*argv, *extra, dbname]
+
+
+def session_env(node: Node, settings: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """Client environment: connection by socket, plus per-session settings through PGOPTIONS."""
+    env = node.pg_env()
+    if settings:
+        env["PGOPTIONS"] = " ".join(f"-c {k}={v}" for k, v in settings.items())
+    return env
+
+
+def run(node: Node, point: Point, argv: list[str], *, timeout: float, prefix: str = "",
+        settings: Mapping[str, Any] | None = None) -> Result:
+    """Run to completion (killed at ``timeout``) and record the raw output before returning."""
+    from pglab.errors import ProcessError
+
+    try:
+        result = node.host.run(argv, env=session_env(node, settings), timeout=timeout, check=False)
+    except ProcessError as exc:  # timed out: keep what it printed
+        result = Result(node.host.name, exc.command, -1, exc.stdout, exc.stderr + "\npglab: timed out\n",
+                        timeout)
+    point.record(result, prefix)
+    return result
+
+
+def start(node: Node, point: Point, argv: list[str], *, prefix: str,
+          settings: Mapping[str, Any] | None = None) -> Background:
+    """Start in the background; output files land in the node's workspace until ``collect``."""
+    base = f"{node.ws.base}/{point.id}-{prefix}"
+    return node.host.start(argv, f"{base}stdout.txt", f"{base}stderr.txt", env=session_env(node, settings))
+
+
+def collect(proc: Background, point: Point, prefix: str, timeout: float) -> Result:
+    """Wait for a background run and record it like a foreground one."""
+    from pglab.errors import ProcessError
+
+    try:
+        code = proc.wait(timeout)
+    except ProcessError:
+        code = -1
+    out, err = proc.output()
+    result = Result(proc.host.name, proc.command, code, out, err, 0.0)
+    point.record(result, prefix)
+    return result
+
+
+def initialise(node: Node, point: Point, dbname: str, scale: int, extra: Sequence[str] = (),
+               timeout: float = 1800) -> Result:
+    """``pgbench -i`` (its log goes to stderr; phase times are parsed later from stderr.txt)."""
+    argv = [node.bin("pgbench"), "-i", "-s", str(scale), *extra, dbname]
+    return run(node, point, argv, timeout=timeout)

@@ -1,0 +1,64 @@
+"""Fail before starting (DESIGN.md principle 7): one message listing every problem."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable
+from typing import Any
+
+from pglab.errors import PglabError, PreflightError
+from pglab.hosts import Host
+from pglab.inventory import Inventory
+
+SERVER_PROGRAMS = ("initdb", "pg_ctl", "postgres", "pg_basebackup", "pgbench")
+
+
+def host_problems(inventory: Inventory, host_names: Iterable[str],
+                  programs: Iterable[str] = SERVER_PROGRAMS) -> tuple[list[str], dict[str, Host]]:
+    """Problems with the named hosts (unknown, unreachable, key rejected, binaries missing)."""
+    problems: list[str] = []
+    hosts: dict[str, Host] = {}
+    for name in dict.fromkeys(host_names):
+        if name not in inventory.hosts:
+            problems.append(f"host {name!r} is not in the inventory (known: {', '.join(sorted(inventory.hosts))})")
+            continue
+        try:
+            host = inventory.connect(name)
+        except PglabError as exc:
+            problems.append(str(exc))
+            continue
+        except Exception as exc:  # network errors, auth failures
+            problems.append(f"host {name}: cannot connect: {type(exc).__name__}: {exc}")
+            continue
+        hosts[name] = host
+        bindir = inventory.entry(name).bindir
+        programs = tuple(programs)
+        res = host.run(["sh", "-c", " ; ".join(f"test -x {bindir}/{p} || echo {p}" for p in programs)],
+                       check=False)
+        missing = res.stdout.split()
+        if missing:
+            problems.append(f"host {name}: missing {', '.join(missing)} in {bindir} "
+                            "(install postgresql-15, or set bindir in params/hosts.yaml)")
+        if host.login_user == "root" and host.run(["id", "-u", host.server_user], check=False).exit_code:
+            problems.append(f"host {name}: server user {host.server_user!r} does not exist "
+                            "(PostgreSQL refuses to run as root; create it or set server_user)")
+    return problems, hosts
+
+
+def connection_problems(max_connections: int, clients: int, reserved: int = 3, in_use: int = 0) -> list[str]:
+    """The article lost runs to 'sorry, too many clients already': check before the load starts."""
+    free = max_connections - reserved - in_use
+    if clients > free:
+        return [f"clients={clients} exceeds the free connections: max_connections {max_connections} - "
+                f"superuser_reserved_connections {reserved} - in use {in_use} = {free}"]
+    return []
+
+
+def require(problems: list[str]) -> None:
+    if problems:
+        raise PreflightError(problems)
+
+
+def local_tools() -> dict[str, Any]:
+    """Client tools on this machine (``pglab check``)."""
+    return {t: shutil.which(t) for t in ("psql", "pgbench", "sysbench", "ssh", "runuser")}

@@ -1,0 +1,63 @@
+"""Nodes on real clusters, locally and through SSH: init, standby, sync state, auth, settings."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from conftest import postgres_pids
+from pglab.cleanup import session
+from pglab.inventory import Inventory
+
+pytestmark = pytest.mark.servers
+
+
+@pytest.mark.parametrize("where", ["local", "ssh"])
+def test_primary_with_synchronous_standby(inventory: Inventory, where: str) -> None:
+    before = postgres_pids()
+    with session(inventory) as s:
+        primary = s.node("primary", where, {"synchronous_standby_names": "FIRST 1 (sb1)"})
+        primary.start()
+        assert primary.host.run(["id", "-un"], as_user=primary.user).stdout.strip() != "root"
+        standby = s.standby(primary, "sb1")
+        standby.start()
+        assert primary.wait_for_sync_state("sb1") == "sync"
+        primary.query("create table t (x int primary key)")
+        primary.query("insert into t select generate_series(1, 100)")
+        primary.wait_for_replay(standby)
+        assert standby.query("select count(*) from t") == [(100,)]
+        snap = standby.snapshot_settings()
+        assert snap["in_recovery"] is True and snap["server_version_num"] >= 150000
+        assert "primary_conninfo" in snap["settings"]
+        # the password is in no setting and no command: passfile paths only
+        assert primary.ws.password not in str(snap) and primary.ws.password not in str(primary.describe())
+        # socket dir closed to others; TCP refuses a client without the password
+        mode = primary.host.run(["stat", "-c", "%a", primary.ws.socket_dir]).stdout.strip()
+        assert mode == "700"
+        if where == "local":
+            with pytest.raises(psycopg.OperationalError, match="password"):
+                psycopg.connect(host="127.0.0.1", port=primary.port, user="pglab", dbname="postgres",
+                                passfile="/dev/null", connect_timeout=5)
+            ok = psycopg.connect(host="127.0.0.1", port=primary.port, user="pglab", dbname="postgres",
+                                 passfile=primary.ws.local_passfile, connect_timeout=5)
+            assert ok.execute("select 1").fetchone() == (1,)
+            ok.close()
+        base = primary.ws.base
+    assert postgres_pids() <= before
+    assert not primary.host.exists(base) if where == "local" else True
+
+
+def test_cleanup_after_an_exception(inventory: Inventory) -> None:
+    before = postgres_pids()
+    with pytest.raises(RuntimeError, match="boom"):
+        with session(inventory) as s:
+            primary = s.node("primary", "local", {"synchronous_standby_names": "FIRST 1 (sb1)"})
+            primary.start()
+            standby = s.standby(primary, "sb1")
+            standby.start()
+            primary.wait_for_sync_state("sb1")
+            standby.stop()  # a dead synchronous standby: a commit would hang forever...
+            raise RuntimeError("boom")
+    # ...but cleanup resets synchronous_standby_names first and stops everything
+    assert postgres_pids() <= before
+    assert primary.host.exists(primary.log_file)  # evidence kept on failure
+    primary.ws.remove()
