@@ -74,7 +74,7 @@ class Host(ABC):
     def login_user(self) -> str:
         """The OS user commands run as."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  (a hook: only SSH hosts hold connections)
         """Release connections; a local host holds none."""
 
     def __enter__(self) -> Host:

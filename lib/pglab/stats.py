@@ -36,7 +36,7 @@ def summarise(df: pd.DataFrame, by: list[str], value: str = "value") -> pd.DataF
     for key, group in df.groupby(by, sort=True, dropna=False):
         med, lo, hi, method = median_interval(group[value].to_numpy())
         key = key if isinstance(key, tuple) else (key,)
-        rows.append({**dict(zip(by, key)), "median": med, "ci_low": lo, "ci_high": hi, "ci_method": method,
+        rows.append({**dict(zip(by, key, strict=True)), "median": med, "ci_low": lo, "ci_high": hi, "ci_method": method,
                      "n": len(group), "mean": group[value].mean(), "min": group[value].min(),
                      "max": group[value].max()})
     return pd.DataFrame(rows)

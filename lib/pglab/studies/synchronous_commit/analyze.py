@@ -116,7 +116,7 @@ def compare(ratios: pd.DataFrame, summary: pd.DataFrame, reference_dir: Path,
         rows.append({"claim": claim, "published": round(pub, 3), "reproduced": round(got, 3),
                      "unit": "ratio to on", "verdict": _verdict(got, pub, lo, hi), "note": note})
     order = [lvl for lvl in ("on", "remote_write", "local") if lvl in ours.index]
-    held = all(ours[a] <= ours[b] for a, b in zip(order, order[1:])) if len(order) == 3 else None
+    held = all(ours[a] <= ours[b] for a, b in zip(order, order[1:], strict=False)) if len(order) == 3 else None
     rows.append({"claim": "on < remote_write < local", "published": 1.0, "reproduced": float(held) if held is not None
                  else np.nan, "unit": "1 = ordering holds", "verdict": "not measurable here (level not run)"
                  if held is None else ("held" if held else "did not hold"), "note": "medians over client counts"})

@@ -1,0 +1,549 @@
+"""Parsers for what pgbench prints and writes: run summaries, ``-i`` output, ``-l`` logs.
+
+Why: pglab keeps the raw tool output of every run and derives numbers from it afterwards, so a
+study can be re-analysed and a parser bug fixed without re-running anything. A study may meet any
+pgbench from 9.5 to 18, so the parsers follow the output of each, not only the one installed here.
+Every function returns a plain JSON-serialisable dict and raises :class:`ParseError`, saying what
+was expected, when the text is not the output it parses.
+
+Version differences handled (tests/data holds real output of 9.6, 14, 15 and 18):
+
+* summary, <= 13: ``tps = N (including connections establishing)`` then
+  ``tps = N (excluding connections establishing)``; 14+: ``initial connection time = N ms`` and
+  ``tps = N (without initial connection time)``. ``tps`` is always the rate without connection time.
+* summary, 14+: a first line ``pgbench (15.20 (Debian ...))``, or ``pgbench (18.6, server 15.20 ...)``
+  when client and server differ; older versions print no version.
+* summary, 15+: ``maximum number of tries``, ``number of failed transactions``, with
+  ``--max-tries`` > 1 retry counts, with ``--failures-detailed`` serialization/deadlock counts;
+  ``failed`` is 0 for older versions, which abort a client instead of counting a failure.
+* summary, 9.5: ``latency average: N ms`` (colon), 9.6+: ``latency average = N ms``.
+* per-script sections (``-b``/``-f`` more than once): 18 (not 15; 16/17 unchecked) prints the tps
+  in a line ``- number of transactions actually processed: N (tps = X)``; 14 and 15 in
+  ``- N transactions (P% of total, tps = X)``. Both are read.
+* ``-r`` statement lines: one number (latency) before 15, two (latency, failures) in 15+, three
+  (latency, failures, retries) with ``--max-tries`` > 1.
+* progress (``-P``, on stderr): ``progress: T s, X tps, lat L ms stddev S`` followed, depending on
+  version and options, by ``N failed`` (15+), ``N retried, N retries``, ``lag L ms``, ``N skipped``.
+* ``--aggregate-interval`` logs: 9.5-14 write 6 columns, 10 with ``--rate``, 11 with ``--rate``
+  and ``--latency-limit``; 15+ always write 15 (see :data:`AGGREGATE_LAYOUTS`).
+* ``-l`` logs: 15+ write ``failed``/``serialization``/``deadlock`` in the time column of failed
+  transactions and a retries column when ``--max-tries`` != 1.
+* ``-i``: 13+ end with ``done in T s (drop tables T s, ...).``; 12 and older print ``done.`` and no
+  times. On a terminal pgbench ends its progress lines with ``\\r``, so ``\\r`` separates lines too.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pglab.errors import ParseError
+
+_NUM = r"(-?nan|NaN|-?inf|[-+]?\d+(?:\.\d+)?)"
+
+
+def _lines(text: str) -> list[str]:
+    """Split on \\n, \\r\\n and bare \\r: pgbench rewrites progress lines with \\r on a terminal."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+def _float(s: str | None) -> float | None:
+    """A printed number, or None for a missing one or a NaN (pgbench prints NaN with 0 samples)."""
+    if s is None:
+        return None
+    v = float(s)
+    return None if math.isnan(v) or math.isinf(v) else v
+
+
+def _numeric_version(s: str) -> str:
+    """'15.20' from '15.20' / '18.6,' / '9.6.10'; keeps only the leading dotted number."""
+    m = re.match(r"\d+(?:\.\d+)*", s)
+    return m.group(0) if m else s
+
+
+# --------------------------------------------------------------------------------------------
+# run summary
+# --------------------------------------------------------------------------------------------
+
+_PROGRESS_RE = re.compile(
+    rf"^progress: {_NUM} s, {_NUM} tps, lat {_NUM} ms stddev {_NUM}(?P<rest>(?:, .*)?)$")
+_PROGRESS_ITEMS = {
+    "failed": re.compile(r"^(\d+) failed$"),
+    "retried": re.compile(r"^(\d+) retried$"),
+    "retries": re.compile(r"^(\d+) retries$"),
+    "lag_ms": re.compile(rf"^lag {_NUM} ms$"),
+    "skipped": re.compile(r"^(\d+) skipped$"),
+}
+
+
+@dataclass
+class ProgressLine:
+    """One ``-P`` report: rates over the last interval, not cumulative values."""
+
+    time_s: float
+    tps: float | None
+    latency_avg_ms: float | None
+    latency_stddev_ms: float | None
+    failed: int = 0
+    retried: int | None = None
+    retries: int | None = None
+    lag_ms: float | None = None
+    skipped: int | None = None
+
+
+def parse_progress(text: str) -> list[dict[str, Any]]:
+    """Every ``progress:`` line of a text (stdout or stderr, any version), in order."""
+    out: list[dict[str, Any]] = []
+    for line in _lines(text):
+        m = _PROGRESS_RE.match(line.strip())
+        if not m:
+            continue
+        p = ProgressLine(time_s=float(m.group(1)), tps=_float(m.group(2)),
+                         latency_avg_ms=_float(m.group(3)), latency_stddev_ms=_float(m.group(4)))
+        for item in filter(None, (s.strip() for s in m.group("rest").split(","))):
+            for key, rx in _PROGRESS_ITEMS.items():
+                im = rx.match(item)
+                if im:
+                    value = _float(im.group(1)) if key == "lag_ms" else int(im.group(1))
+                    setattr(p, key, value)
+                    break
+        out.append(asdict(p))
+    return out
+
+
+# one (regex, handler) per summary line; a handler stores what the line says into the result dict
+_SUMMARY_LINES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"^transaction type: (.+)$"), "transaction_type"),
+    (re.compile(r"^scaling factor: (\d+)$"), "scaling_factor"),
+    (re.compile(r"^query mode: (\S+)$"), "query_mode"),
+    (re.compile(r"^number of clients: (\d+)$"), "clients"),
+    (re.compile(r"^number of threads: (\d+)$"), "threads"),
+    (re.compile(r"^maximum number of tries: (\d+)$"), "max_tries"),
+    (re.compile(r"^duration: (\d+) s$"), "duration_s"),
+    (re.compile(r"^number of transactions per client: (\d+)$"), "transactions_per_client"),
+    (re.compile(r"^number of serialization failures: (\d+)"), "serialization_failures"),
+    (re.compile(r"^number of deadlock failures: (\d+)"), "deadlock_failures"),
+    (re.compile(r"^number of transactions retried: (\d+)"), "retried"),
+    (re.compile(r"^total number of retries: (\d+)$"), "retries"),
+    (re.compile(r"^number of transactions skipped: (\d+)"), "skipped"),
+    (re.compile(r"^latency stddev\s*[=:]\s*" + _NUM + r" ms"), "latency_stddev_ms"),
+    (re.compile(r"^initial connection time = " + _NUM + r" ms$"), "initial_connection_ms"),
+]
+_INT_KEYS = {"scaling_factor", "clients", "threads", "max_tries", "duration_s",
+             "transactions_per_client", "serialization_failures", "deadlock_failures", "retried",
+             "retries", "skipped"}
+
+_PROCESSED_RE = re.compile(r"^number of transactions actually processed: (\d+)(?:/(\d+))?")
+_FAILED_RE = re.compile(r"^number of failed transactions: (\d+)")
+_LATENCY_AVG_RE = re.compile(r"^latency average\s*[=:]\s*" + _NUM + r" ms( \(including failures\))?")
+_LATE_RE = re.compile(r"^number of transactions above the ([\d.]+) ms latency limit: (\d+)")
+_LAG_RE = re.compile(rf"^rate limit schedule lag: avg {_NUM} \(max {_NUM}\) ms")
+_TPS_OLD_RE = re.compile(rf"^tps = {_NUM} \((including|excluding) connections establishing\)")
+_TPS_NEW_RE = re.compile(rf"^tps = {_NUM} \(without initial connection time\)")
+_VERSION_RE = re.compile(r"^pgbench \((\d[^\s,]*)(.*)\)\s*$")
+_SCRIPT_RE = re.compile(r"^SQL script (\d+): (.*)$")
+_STMT_HEADER_RE = re.compile(r"^(?:\s*- )?statement latencies in milliseconds(.*):$")
+
+
+def _statement_columns(header_rest: str) -> int:
+    """How many numbers start each statement line, from the words after 'milliseconds'."""
+    if "retries" in header_rest:
+        return 3
+    if "failures" in header_rest:
+        return 2
+    return 1
+
+
+def _parse_statements(lines: list[str], start: int, ncols: int) -> tuple[list[dict[str, Any]], int]:
+    """Statement lines from index ``start``; returns them and the index after the last one."""
+    rx = re.compile(r"^\s*" + r"\s+".join([_NUM] * ncols) + r"\s+(\S.*)$")
+    stmts: list[dict[str, Any]] = []
+    i = start
+    while i < len(lines):
+        m = rx.match(lines[i])
+        if not m:
+            break
+        stmt: dict[str, Any] = {"latency_ms": _float(m.group(1)), "failures": None, "retries": None,
+                                "command": m.group(ncols + 1).strip()}
+        if ncols >= 2:
+            stmt["failures"] = int(m.group(2))
+        if ncols >= 3:
+            stmt["retries"] = int(m.group(3))
+        stmts.append(stmt)
+        i += 1
+    return stmts, i
+
+
+@dataclass
+class ScriptReport:
+    """One ``SQL script N:`` section, printed when a run mixes several scripts."""
+
+    number: int
+    name: str
+    weight: int | None = None
+    transactions: int | None = None
+    tps: float | None = None
+    failed: int = 0
+    latency_avg_ms: float | None = None
+    latency_stddev_ms: float | None = None
+    statements: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _parse_scripts(lines: list[str]) -> list[dict[str, Any]]:
+    """The per-script sections (lines from the first ``SQL script`` header on)."""
+    scripts: list[ScriptReport] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        m = _SCRIPT_RE.match(line)
+        if m:
+            scripts.append(ScriptReport(number=int(m.group(1)), name=m.group(2).strip()))
+            i += 1
+            continue
+        if not scripts:
+            i += 1
+            continue
+        s = scripts[-1]
+        body = line.strip()
+        if (m := re.match(r"^- weight: (\d+)", body)):
+            s.weight = int(m.group(1))
+        elif (m := re.match(rf"^- (\d+) transactions \([^)]*?(?:, tps = {_NUM})?\)$", body)):
+            s.transactions = int(m.group(1))
+            if m.group(2) is not None:
+                s.tps = _float(m.group(2))
+        elif (m := re.match(rf"^- number of transactions actually processed: (\d+) \(tps = {_NUM}\)", body)):
+            s.transactions = int(m.group(1))
+            s.tps = _float(m.group(2))
+        elif (m := re.match(r"^- number of failed transactions: (\d+)", body)):
+            s.failed = int(m.group(1))
+        elif (m := re.match(r"^- latency average\s*[=:]\s*" + _NUM, body)):
+            s.latency_avg_ms = _float(m.group(1))
+        elif (m := re.match(r"^- latency stddev\s*[=:]\s*" + _NUM, body)):
+            s.latency_stddev_ms = _float(m.group(1))
+        elif (m := _STMT_HEADER_RE.match(body)):
+            s.statements, i = _parse_statements(lines, i + 1, _statement_columns(m.group(1)))
+            continue
+        i += 1
+    return [asdict(s) for s in scripts]
+
+
+def parse_summary(stdout: str, stderr: str = "") -> dict[str, Any]:
+    """The end-of-run summary of ``pgbench`` (not ``-i``), plus ``-P`` progress from either stream.
+
+    ``stdout`` may also be both streams merged (as printed in articles); progress lines are taken
+    from both arguments, stdout first.
+    """
+    lines = [ln.rstrip() for ln in _lines(stdout)]
+    if not any(ln.startswith("number of transactions actually processed:") for ln in lines):
+        hint = ""
+        errs = [ln for ln in _lines(stderr) + lines
+                if ln.startswith(("pgbench: error", "pgbench: fatal", "connection to", "FATAL:"))]
+        if errs:
+            hint = f"; the run seems to have failed: {errs[0].strip()}"
+        elif parse_progress(stdout + "\n" + stderr):
+            hint = "; only progress lines were found (is this the stderr of a run?)"
+        raise ParseError("not a pgbench run summary: expected a line 'number of transactions actually "
+                         "processed: N' (pgbench prints it on stdout at the end of a run)" + hint)
+
+    r: dict[str, Any] = {
+        "tool": "pgbench", "version": None, "server_version": None, "transaction_type": None,
+        "scaling_factor": None, "query_mode": None, "clients": None, "threads": None,
+        "max_tries": None, "duration_s": None,
+        "transactions_per_client": None, "transactions": None, "transactions_planned": None,
+        "failed": 0, "serialization_failures": None, "deadlock_failures": None, "retried": None,
+        "retries": None, "skipped": None, "latency_limit_ms": None, "above_latency_limit": None,
+        "tps": None, "tps_including_connections": None, "tps_kind": None,
+        "latency_avg_ms": None, "latency_avg_includes_failures": False, "latency_stddev_ms": None,
+        "lag_avg_ms": None, "lag_max_ms": None, "initial_connection_ms": None, "aborted": False,
+        "statements": [], "scripts": [], "progress": [],
+    }
+    main = lines
+    for idx, ln in enumerate(lines):
+        if _SCRIPT_RE.match(ln):
+            main, r["scripts"] = lines[:idx], _parse_scripts(lines[idx:])
+            break
+
+    i = 0
+    while i < len(main):
+        ln = main[i]
+        i += 1
+        if (m := _VERSION_RE.match(ln)) and r["version"] is None:
+            r["version"] = _numeric_version(m.group(1))
+            if (sm := re.match(r"^, server (\d\S*)", m.group(2))):
+                r["server_version"] = _numeric_version(sm.group(1))
+            continue
+        if (m := _PROCESSED_RE.match(ln)):
+            r["transactions"] = int(m.group(1))
+            r["transactions_planned"] = int(m.group(2)) if m.group(2) else None
+            continue
+        if (m := _FAILED_RE.match(ln)):
+            r["failed"] = int(m.group(1))
+            continue
+        if (m := _LATENCY_AVG_RE.match(ln)):
+            r["latency_avg_ms"] = _float(m.group(1))
+            r["latency_avg_includes_failures"] = bool(m.group(2))
+            continue
+        if (m := _LATE_RE.match(ln)):
+            r["latency_limit_ms"] = float(m.group(1))
+            r["above_latency_limit"] = int(m.group(2))
+            continue
+        if (m := _LAG_RE.match(ln)):
+            r["lag_avg_ms"], r["lag_max_ms"] = _float(m.group(1)), _float(m.group(2))
+            continue
+        if (m := _TPS_OLD_RE.match(ln)):
+            if m.group(2) == "including":
+                r["tps_including_connections"] = _float(m.group(1))
+            else:
+                r["tps"] = _float(m.group(1))
+                r["tps_kind"] = "excluding connections establishing"
+            continue
+        if (m := _TPS_NEW_RE.match(ln)):
+            r["tps"] = _float(m.group(1))
+            r["tps_kind"] = "without initial connection time"
+            continue
+        if ln.startswith("Run was aborted"):
+            r["aborted"] = True
+            continue
+        if (m := _STMT_HEADER_RE.match(ln)):
+            r["statements"], i = _parse_statements(main, i, _statement_columns(m.group(1)))
+            continue
+        for rx, key in _SUMMARY_LINES:
+            if (m := rx.match(ln)):
+                r[key] = int(m.group(1)) if key in _INT_KEYS else (
+                    m.group(1).strip() if key in ("transaction_type", "query_mode") else _float(m.group(1)))
+                break
+    r["progress"] = parse_progress(stdout) + parse_progress(stderr)
+    if re.search(r"^pgbench: (?:error|fatal): .*aborted", stderr, re.M):
+        r["aborted"] = True
+    return r
+
+
+# --------------------------------------------------------------------------------------------
+# pgbench -i
+# --------------------------------------------------------------------------------------------
+
+_INIT_MARKERS = re.compile(
+    r"^(dropping old tables\.\.\.|creating tables\.\.\.|generating data.*\.\.\.|vacuum\.\.\.|"
+    r"vacuuming\.\.\.|set primary keys\.\.\.|creating primary keys\.\.\.|creating foreign keys\.\.\.|"
+    r"done\.|done in .*)$")
+_TUPLES_RE = re.compile(r"^(\d+) of (\d+) tuples \((\d+)%\)(?: of (\w+))? done")
+_DONE_IN_RE = re.compile(r"^done in ([\d.]+) s \((.*)\)\.?$")
+# a patched 9.6 (the AWS timing patch, as printed in tests/data/pgbench/9.6/article_init.txt)
+_TOTAL_TIME_RE = re.compile(r"^total time: ([\d.]+) s \((.*)\)$")
+_PHASE_RE = re.compile(r"^(.*?) ([\d.]+) s$")
+
+
+def _phases(spec: str) -> dict[str, float]:
+    """'drop tables 0.01 s, vacuum 0.10 s' -> {'drop tables': 0.01, 'vacuum': 0.1}."""
+    out: dict[str, float] = {}
+    for part in spec.split(","):
+        m = _PHASE_RE.match(part.strip())
+        if m:
+            out[m.group(1)] = float(m.group(2))
+    return out
+
+
+def looks_like_init(text: str) -> bool:
+    """True when some line is a ``pgbench -i`` step or data-generation progress line."""
+    return any(_INIT_MARKERS.match(ln.strip()) or _TUPLES_RE.match(ln.strip()) for ln in _lines(text))
+
+
+def parse_init(stderr: str) -> dict[str, Any]:
+    """Output of ``pgbench -i`` (stderr; stdout merged in is fine).
+
+    ``init_total_s``/``phases`` come from the ``done in`` line of 13+; 12 and older print no
+    times (both stay null/empty) but the output is still recognised by its step lines.
+    """
+    lines = [ln.strip() for ln in _lines(stderr)]
+    steps = [ln for ln in lines if _INIT_MARKERS.match(ln)]
+    tuples = [m for ln in lines if (m := _TUPLES_RE.match(ln))]
+    if not steps and not tuples:
+        raise ParseError("not pgbench -i output: expected step lines such as 'creating tables...' or "
+                         "'done in N s (...)', or 'N of M tuples (P%) done' progress lines")
+    r: dict[str, Any] = {"tool": "pgbench", "init_total_s": None, "phases": {}, "phase_format": None,
+                         "generate": None, "tuples_generated": None, "tuples_total": None,
+                         "completed": False, "steps": [s.rstrip(".") for s in steps]}
+    for ln in lines:
+        if (m := _DONE_IN_RE.match(ln) or _TOTAL_TIME_RE.match(ln)):
+            r["init_total_s"], r["phases"] = float(m.group(1)), _phases(m.group(2))
+            r["phase_format"] = "done in" if ln.startswith("done in") else "total time"
+            r["completed"] = r["completed"] or ln.startswith("done in")
+        elif ln == "done.":
+            r["completed"] = True
+        elif (m := re.match(r"^generating data \((.*)\)\.\.\.$", ln)):
+            r["generate"] = m.group(1)
+    if tuples:
+        r["tuples_generated"], r["tuples_total"] = int(tuples[-1].group(1)), int(tuples[-1].group(2))
+    return r
+
+
+# --------------------------------------------------------------------------------------------
+# -l per-transaction log
+# --------------------------------------------------------------------------------------------
+
+_FAIL_WORDS = {"failed", "serialization", "deadlock"}
+
+
+def percentile(sorted_values: list[float], q: float) -> float | None:
+    """The q-th percentile with linear interpolation (numpy's default method), of sorted data."""
+    n = len(sorted_values)
+    if n == 0:
+        return None
+    pos = (n - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, n - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def parse_transaction_log(text: str, seventh_column: str | None = None) -> dict[str, Any]:
+    """A ``-l`` log: ``client_id transaction_no time script_no time_epoch time_us [lag] [retries]``.
+
+    ``time`` is in microseconds, or ``skipped`` (with ``--rate`` and ``--latency-limit``), or for
+    15+ ``failed`` / ``serialization`` / ``deadlock``. With 8 columns the extra two are
+    schedule_lag then retries. A 7th column alone is schedule_lag (``--rate``) or retries
+    (``--max-tries`` != 1): the log does not say which, so pass ``seventh_column="lag"`` or
+    ``"retries"``; without it the column is read as lag only when skipped rows prove ``--rate``,
+    and otherwise left out of the result (``layout`` then says ``lag_or_retries``).
+    Percentiles and averages are over successful transactions; ``lag_avg_ms`` is over every
+    logged row, skipped ones included.
+    """
+    if seventh_column not in (None, "lag", "retries"):
+        raise ValueError(f"seventh_column must be 'lag', 'retries' or None, not {seventh_column!r}")
+    latencies: list[float] = []
+    rows: list[list[str]] = []
+    failed = serialization = deadlock = skipped = 0
+    for lineno, raw in enumerate(_lines(text), 1):
+        tok = raw.split()
+        if not tok:
+            continue
+        ok = 6 <= len(tok) <= 8 and all(t.isdigit() for t in tok[:2] + tok[3:])
+        t = tok[2] if ok else ""
+        if not ok or not (t.isdigit() or t in _FAIL_WORDS or t == "skipped"):
+            raise ParseError(
+                f"not a pgbench per-transaction log: line {lineno} is {raw.strip()[:80]!r}; expected "
+                "'client_id transaction_no time script_no time_epoch time_us [schedule_lag] [retries]' "
+                "with time in microseconds or failed/serialization/deadlock/skipped")
+        if t.isdigit():
+            latencies.append(int(t) / 1000.0)
+        elif t == "skipped":
+            skipped += 1
+        else:
+            failed += 1
+            serialization += t == "serialization"
+            deadlock += t == "deadlock"
+        rows.append(tok)
+    if not rows:
+        raise ParseError("not a pgbench per-transaction log: no transaction lines")
+    ncols = {len(r) for r in rows}
+    if len(ncols) != 1:
+        raise ParseError(f"not a pgbench per-transaction log: lines have {sorted(ncols)} columns; "
+                         "one log always has the same number")
+    n = ncols.pop()
+    layout = ["client_id", "transaction_no", "time", "script_no", "time_epoch", "time_us"]
+    lag_col = retries_col = None
+    if n == 8:
+        lag_col, retries_col = 6, 7
+        layout += ["schedule_lag", "retries"]
+    elif n == 7:
+        kind = seventh_column or ("lag" if skipped else None)
+        if kind == "lag":
+            lag_col = 6
+        elif kind == "retries":
+            retries_col = 6
+        layout.append({"lag": "schedule_lag", "retries": "retries", None: "lag_or_retries"}[kind])
+    latencies.sort()
+    ends = [int(r[4]) + int(r[5]) / 1e6 for r in rows]
+    return {
+        "tool": "pgbench", "columns": n, "layout": layout,
+        "transactions": len(latencies), "failed": failed,
+        "serialization_failures": serialization, "deadlock_failures": deadlock, "skipped": skipped,
+        "clients": len({r[0] for r in rows}), "script_numbers": sorted({int(r[3]) for r in rows}),
+        "first_end_epoch": min(ends), "last_end_epoch": max(ends),
+        "latency_avg_ms": sum(latencies) / len(latencies) if latencies else None,
+        "latency_min_ms": latencies[0] if latencies else None,
+        "latency_max_ms": latencies[-1] if latencies else None,
+        "p50_ms": percentile(latencies, 50), "p95_ms": percentile(latencies, 95),
+        "p99_ms": percentile(latencies, 99),
+        "lag_avg_ms": (sum(int(r[lag_col]) for r in rows) / len(rows) / 1000.0
+                       if lag_col is not None else None),
+        "retries_total": sum(int(r[retries_col]) for r in rows) if retries_col is not None else None,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# --aggregate-interval log
+# --------------------------------------------------------------------------------------------
+
+_AGG_BASE = ["interval_start", "num_transactions", "sum_latency", "sum_latency_2", "min_latency",
+             "max_latency"]
+_AGG_LAG = ["sum_lag", "sum_lag_2", "min_lag", "max_lag"]
+#: Column layouts of aggregate logs, by column count. 9.5-14 add optional columns; 15+ always
+#: print all 15 and write 0 where an option is off (serialization/deadlock failures are 0
+#: unless --failures-detailed; there is no column for the total of failures).
+AGGREGATE_LAYOUTS: dict[int, tuple[str, list[str]]] = {
+    6: ("9.5-14", _AGG_BASE),
+    10: ("9.5-14 with --rate", _AGG_BASE + _AGG_LAG),
+    11: ("9.5-14 with --rate and --latency-limit", _AGG_BASE + _AGG_LAG + ["skipped"]),
+    15: ("15+", _AGG_BASE + _AGG_LAG + ["skipped", "retried", "retries", "serialization_failures",
+                                        "deadlock_failures"]),
+}
+
+
+def parse_aggregate_log(text: str) -> dict[str, Any]:
+    """A ``--aggregate-interval`` log; latencies in it are microseconds, returned as ms.
+
+    Supported layouts are :data:`AGGREGATE_LAYOUTS` (6, 10, 11 or 15 numeric columns).
+    """
+    rows: list[list[int]] = []
+    for lineno, raw in enumerate(_lines(text), 1):
+        tok = raw.split()
+        if not tok:
+            continue
+        if len(tok) not in AGGREGATE_LAYOUTS or not all(re.fullmatch(r"-?\d+", t) for t in tok):
+            expected = "; ".join(f"{n} columns ({v}): {' '.join(c)}"
+                                 for n, (v, c) in AGGREGATE_LAYOUTS.items())
+            raise ParseError(f"not a pgbench aggregate log: line {lineno} is {raw.strip()[:80]!r}; "
+                             f"expected integers in one of these layouts: {expected}")
+        rows.append([int(t) for t in tok])
+    if not rows:
+        raise ParseError("not a pgbench aggregate log: no interval lines")
+    if len({len(r) for r in rows}) != 1:
+        raise ParseError("not a pgbench aggregate log: lines have different column counts")
+    versions, cols = AGGREGATE_LAYOUTS[len(rows[0])]
+    intervals: list[dict[str, Any]] = []
+    for row in rows:
+        d = dict(zip(cols, row, strict=True))
+        cnt = d["num_transactions"]
+        mean = d["sum_latency"] / cnt if cnt else 0.0
+        iv: dict[str, Any] = {
+            "time": d["interval_start"], "transactions": cnt,
+            "latency_avg_ms": d["sum_latency"] / cnt / 1000.0 if cnt else None,
+            "latency_stddev_ms": (math.sqrt(max(d["sum_latency_2"] / cnt - mean**2, 0.0)) / 1000.0
+                                  if cnt else None),
+            "latency_min_ms": d["min_latency"] / 1000.0 if cnt else None,
+            "latency_max_ms": d["max_latency"] / 1000.0 if cnt else None,
+            "lag_avg_ms": d["sum_lag"] / cnt / 1000.0 if "sum_lag" in d and cnt else None,
+            "lag_max_ms": d["max_lag"] / 1000.0 if "max_lag" in d else None,
+            "skipped": d.get("skipped"), "retried": d.get("retried"), "retries": d.get("retries"),
+            "serialization_failures": d.get("serialization_failures"),
+            "deadlock_failures": d.get("deadlock_failures"),
+        }
+        intervals.append(iv)
+    total = sum(r[1] for r in rows)
+    starts = [r[0] for r in rows]
+    steps = sorted({b - a for a, b in zip(starts, starts[1:], strict=False)})
+
+    def _sum(key: str) -> int | None:
+        vals = [iv[key] for iv in intervals]
+        return None if vals[0] is None else sum(vals)
+
+    return {
+        "tool": "pgbench", "columns": len(rows[0]), "layout": cols, "layout_versions": versions,
+        "interval_s": steps[0] if steps else None, "intervals": intervals, "transactions": total,
+        "latency_avg_ms": sum(r[2] for r in rows) / total / 1000.0 if total else None,
+        "skipped": _sum("skipped"), "retried": _sum("retried"), "retries": _sum("retries"),
+        "serialization_failures": _sum("serialization_failures"),
+        "deadlock_failures": _sum("deadlock_failures"),
+    }

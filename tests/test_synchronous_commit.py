@@ -1,0 +1,191 @@
+"""The synchronous_commit study on real clusters: levels in effect, parameters, cleanup, analysis."""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO, postgres_pids
+from pglab import pgbench
+from pglab.cleanup import session
+from pglab.errors import ParameterError, PreflightError
+from pglab.inventory import Inventory
+from pglab.studies.synchronous_commit import analyze, collect
+from pglab.studies.synchronous_commit.params import LEVELS
+
+pytestmark = pytest.mark.servers
+SMOKE = yaml.safe_load((REPO / "params/synchronous_commit.yaml").read_text())["profiles"]["smoke"]
+
+
+def tiny(**kw: object) -> dict:
+    """Smaller than smoke: the tests check behaviour, not numbers."""
+    return {**SMOKE, "levels": ["on", "off"], "clients": [2], "transactions_per_client": 20,
+            "standby_read_runs": 1, "standby_read_seconds": 1, "fsync_test_seconds": 0, **kw}
+
+
+@pytest.mark.parametrize("where", ["local", "ssh"])
+def test_every_level_is_in_effect_in_the_benchmark_session(inventory: Inventory, where: str) -> None:
+    with session(inventory) as s:
+        primary = s.node("primary", where, {"synchronous_standby_names": "FIRST 1 (sb1)"})
+        primary.start()
+        standby = s.standby(primary, "sb1")
+        standby.start()
+        primary.query(f"create database {collect.DB}")
+        for level in LEVELS:
+            facts = collect.set_level(primary, level, "sb1")
+            assert facts == {"synchronous_commit_in_effect": level, "sync_state": "sync"}
+            # the very session settings pgbench gets (same env, same binaries, same host)
+            res = primary.host.run([primary.bin("psql"), "-XAtc", "show synchronous_commit", collect.DB],
+                                   env=pgbench.session_env(primary))
+            assert res.stdout.strip() == level
+            state = primary.query("select sync_state from pg_stat_replication where application_name='sb1'")
+            assert state == [("sync",)]
+
+
+def test_bad_parameters_name_the_key_and_start_nothing(tmp_path: Path) -> None:
+    before = postgres_pids()
+    cases = {
+        "levels.1": tiny(levels=["on", "sometimes"]),
+        "clients.0": tiny(clients=[0]),
+        "bogus": tiny(bogus=1),
+        "transactions_per_client": tiny(transactions_per_client="many"),
+        "server_settings": tiny(server_settings={"synchronous_commit": "off"}),
+    }
+    for key, params in cases.items():
+        with pytest.raises(ParameterError) as exc:
+            collect.collect(params, data_root=tmp_path, progress=False)
+        assert key in str(exc.value), str(exc.value)
+    with pytest.raises(PreflightError, match="nowhere"):
+        collect.collect(tiny(primary_host="nowhere", standby_host="nowhere"), data_root=tmp_path, progress=False)
+    with pytest.raises(PreflightError, match="max_connections"):
+        collect.collect(tiny(clients=[50], server_settings={"max_connections": 20}), data_root=tmp_path,
+                        progress=False)
+    assert postgres_pids() <= before
+    assert not (tmp_path / "raw").exists()  # nothing started, nothing written
+
+
+def test_cli_rejects_bad_params_file(tmp_path: Path) -> None:
+    bad = tmp_path / "p.yaml"
+    bad.write_text(yaml.safe_dump({"profile": "smoke", "profiles": {"smoke": tiny(clients=[-1])}}))
+    res = subprocess.run([sys.executable, "-m", "pglab.cli", "collect", "synchronous_commit", "--params", str(bad),
+                          "--data-root", str(tmp_path)], capture_output=True, text=True, cwd=REPO)
+    assert res.returncode == 2 and "clients.0" in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    data = tmp_path_factory.mktemp("data")
+    return collect.collect(tiny(levels=["on", "remote_write", "local", "off"], clients=[1, 2],
+                                fsync_test_seconds=1), data_root=data, profile="test", progress=False)
+
+
+def test_collect_writes_raw_first_and_keeps_earlier_runs(smoke_run: Path) -> None:
+    manifest = json.loads((smoke_run / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["points"]["failed"] == 0
+    assert manifest["points"]["ok"] == manifest["points"]["total"] == 8 + 8
+    assert 0 < manifest["measurement_share"] <= 1
+    for name in ("git_revision", "packages", "hosts", "tools", "nodes", "parameters"):
+        assert manifest[name], name
+    point = smoke_run / "write-on-c002-r1"
+    for f in ("meta.json", "command.txt", "stdout.txt", "stderr.txt", "exit_code", "settings.json"):
+        assert (point / f).exists(), f
+    assert "tps = " in (point / "stdout.txt").read_text()
+    loaded = next(smoke_run.glob("read-loaded-*"))
+    assert (loaded / "primary_stdout.txt").exists()  # the primary's load, measured beside the reads
+    # the run's password is nowhere in the raw data
+    assert not subprocess.run(["grep", "-rqi", "password =", str(smoke_run)]).returncode == 0
+    assert (smoke_run / "logs" / "primary.log").exists()
+
+
+def test_analyze_is_deterministic(smoke_run: Path, tmp_path: Path) -> None:
+    outs = []
+    for i in (1, 2):
+        a = analyze.analyze(smoke_run, tmp_path / f"d{i}", tmp_path / f"f{i}", REPO / "data/reference")
+        outs.append(a)
+    for name in ("points.csv", "summary.csv", "ratios.csv", "comparison.csv", "metrics.json"):
+        assert filecmp.cmp(tmp_path / "d1" / name, tmp_path / "d2" / name, shallow=False), name
+    figs = sorted(p.name for p in (tmp_path / "f1").iterdir())
+    assert {"tps_by_clients.png", "tps_by_clients.svg", "ratio_to_on.png", "standby_reads.png",
+            "published_vs_reproduced.png"} <= set(figs)
+    for name in figs:
+        assert filecmp.cmp(tmp_path / "f1" / name, tmp_path / "f2" / name, shallow=False), name
+    a = outs[0]
+    assert set(a.tidy.level) == {"on", "remote_write", "local", "off"}
+    assert (a.tidy.value[a.tidy.metric == "tps"] > 0).all()
+    assert set(a.comparison.verdict) <= {"held", "did not hold", "direction held, size differs",
+                                         "not measurable here (level not run)"}
+    assert a.metrics["ratio_to_on"]["off"] > 0 and a.metrics["fdatasync_ops_s"] > 0
+
+
+def test_failed_point_is_kept_and_excluded(smoke_run: Path, tmp_path: Path) -> None:
+    import shutil
+
+    run = tmp_path / smoke_run.name
+    shutil.copytree(smoke_run, run)
+    meta = json.loads((run / "write-on-c001-r1" / "meta.json").read_text())
+    meta.update(status="failed", error="injected")
+    (run / "write-on-c001-r1" / "meta.json").write_text(json.dumps(meta))
+    a = analyze.analyze(run, tmp_path / "d", tmp_path / "f", REPO / "data/reference")
+    assert list(a.failed.point) == ["write-on-c001-r1"]
+    assert "write-on-c001-r1" not in set(a.tidy.point)
+
+
+STUDY_SCRIPT = """
+import sys, yaml
+from pglab.studies.synchronous_commit import collect
+p = yaml.safe_load(open(sys.argv[1]))
+collect.collect(p, data_root=sys.argv[2], profile="test", progress=False)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_no_server_left_after_a_signal(tmp_path: Path, sig: int) -> None:
+    """Interrupt a running study at a point where servers are up: all of them are stopped."""
+    before = postgres_pids()
+    pfile = tmp_path / "p.yaml"
+    pfile.write_text(yaml.safe_dump(tiny(transactions_per_client=2000, clients=[4], repetitions=3)))
+    proc = subprocess.Popen([sys.executable, "-c", STUDY_SCRIPT, str(pfile), str(tmp_path)], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not list(tmp_path.glob("raw/*/*/write-*")):
+        time.sleep(0.2)  # wait until a measurement is running
+    assert postgres_pids() - before, "the study should have servers running by now"
+    os.kill(proc.pid, sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    assert postgres_pids() <= before, err
+    manifest = json.loads(next(tmp_path.glob("raw/*/*/manifest.json")).read_text())
+    assert manifest["status"] == "interrupted"
+    assert "raw files kept" in err
+
+
+def test_cleanup_command_after_sigkill(tmp_path: Path) -> None:
+    """A SIGKILLed run cannot clean up; `pglab cleanup` stops what its manifest lists."""
+    before = postgres_pids()
+    pfile = tmp_path / "p.yaml"
+    pfile.write_text(yaml.safe_dump(tiny(transactions_per_client=2000, clients=[4], repetitions=3)))
+    proc = subprocess.Popen([sys.executable, "-c", STUDY_SCRIPT, str(pfile), str(tmp_path)], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not list(tmp_path.glob("raw/*/*/write-*")):
+        time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert postgres_pids() - before
+    res = subprocess.run([sys.executable, "-m", "pglab.cli", "cleanup", "--data-root", str(tmp_path)],
+                         capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert res.returncode == 0 and "stopped node primary" in res.stdout, res.stdout + res.stderr
+    time.sleep(0.5)
+    assert postgres_pids() <= before
+    manifest = json.loads(next(tmp_path.glob("raw/*/*/manifest.json")).read_text())
+    assert manifest["status"] == "killed"
+    for base in manifest["workspaces"].values():
+        subprocess.run(["rm", "-rf", base])
