@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,12 +33,29 @@ def host(request: pytest.FixtureRequest, inventory: Inventory) -> Iterator[Host]
     h.close()
 
 
-def postgres_pids() -> set[int]:
-    """PIDs of running postmasters (``postgres -D``), to prove nothing was left behind."""
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return {int(line.split()[0]) for line in out.splitlines()[1:] if " -D " in line and "postgres" in line
-            and "/postgres " in line.split(None, 1)[1] + " "}
+def postgres_pids(under: str | None = None) -> set[int]:
+    """PIDs of running postmasters, optionally only those whose data dir is below ``under``.
+
+    Tests check their own workspace: other servers on the machine are none of their business.
+    """
+    pids = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if not argv or not argv[0].endswith(b"/postgres") or b"-D" not in argv:
+            continue
+        data_dir = argv[argv.index(b"-D") + 1].decode() if argv.index(b"-D") + 1 < len(argv) else ""
+        if under is None or data_dir.startswith(under.rstrip("/") + "/"):
+            pids.add(int(entry))
+    return pids
 
 
-def children_of(pids: set[int]) -> set[int]:
-    return {p for p in pids if os.path.exists(f"/proc/{p}")}
+def workspaces() -> set[str]:
+    """The pglab per-run folders on this machine (a test that starts nothing creates none)."""
+    return {str(p) for p in Path("/tmp").glob("pglab-??????") if p.is_dir()}
+
+

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, postgres_pids
+from conftest import REPO, postgres_pids, workspaces
 from pglab import pgbench
 from pglab.cleanup import session
 from pglab.errors import ParameterError, PreflightError
@@ -51,7 +51,7 @@ def test_every_level_is_in_effect_in_the_benchmark_session(inventory: Inventory,
 
 
 def test_bad_parameters_name_the_key_and_start_nothing(tmp_path: Path) -> None:
-    before = postgres_pids()
+    before = workspaces()
     cases = {
         "levels.1": tiny(levels=["on", "sometimes"]),
         "clients.0": tiny(clients=[0]),
@@ -68,7 +68,7 @@ def test_bad_parameters_name_the_key_and_start_nothing(tmp_path: Path) -> None:
     with pytest.raises(PreflightError, match="max_connections"):
         collect.collect(tiny(clients=[50], server_settings={"max_connections": 20}), data_root=tmp_path,
                         progress=False)
-    assert postgres_pids() <= before
+    assert workspaces() == before  # no server folder was even created
     assert not (tmp_path / "raw").exists()  # nothing started, nothing written
 
 
@@ -149,7 +149,6 @@ collect.collect(p, data_root=sys.argv[2], profile="test", progress=False)
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_no_server_left_after_a_signal(tmp_path: Path, sig: int) -> None:
     """Interrupt a running study at a point where servers are up: all of them are stopped."""
-    before = postgres_pids()
     pfile = tmp_path / "p.yaml"
     pfile.write_text(yaml.safe_dump(tiny(transactions_per_client=2000, clients=[4], repetitions=3)))
     proc = subprocess.Popen([sys.executable, "-c", STUDY_SCRIPT, str(pfile), str(tmp_path)], cwd=REPO,
@@ -157,11 +156,13 @@ def test_no_server_left_after_a_signal(tmp_path: Path, sig: int) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not list(tmp_path.glob("raw/*/*/write-*")):
         time.sleep(0.2)  # wait until a measurement is running
-    assert postgres_pids() - before, "the study should have servers running by now"
+    ws = json.loads(next(tmp_path.glob("raw/*/*/manifest.json")).read_text())["workspaces"]["local"]
+    assert len(postgres_pids(ws)) == 2, "primary and standby should be running by now"
     os.kill(proc.pid, sig)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode != 0
-    assert postgres_pids() <= before, err
+    assert not postgres_pids(ws), err
+    subprocess.run(["rm", "-rf", ws])
     manifest = json.loads(next(tmp_path.glob("raw/*/*/manifest.json")).read_text())
     assert manifest["status"] == "interrupted"
     assert "raw files kept" in err
@@ -169,7 +170,6 @@ def test_no_server_left_after_a_signal(tmp_path: Path, sig: int) -> None:
 
 def test_cleanup_command_after_sigkill(tmp_path: Path) -> None:
     """A SIGKILLed run cannot clean up; `pglab cleanup` stops what its manifest lists."""
-    before = postgres_pids()
     pfile = tmp_path / "p.yaml"
     pfile.write_text(yaml.safe_dump(tiny(transactions_per_client=2000, clients=[4], repetitions=3)))
     proc = subprocess.Popen([sys.executable, "-c", STUDY_SCRIPT, str(pfile), str(tmp_path)], cwd=REPO,
@@ -179,12 +179,13 @@ def test_cleanup_command_after_sigkill(tmp_path: Path) -> None:
         time.sleep(0.2)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert postgres_pids() - before
+    ws = json.loads(next(tmp_path.glob("raw/*/*/manifest.json")).read_text())["workspaces"]["local"]
+    assert len(postgres_pids(ws)) == 2
     res = subprocess.run([sys.executable, "-m", "pglab.cli", "cleanup", "--data-root", str(tmp_path)],
                          capture_output=True, text=True, cwd=REPO, timeout=120)
     assert res.returncode == 0 and "stopped node primary" in res.stdout, res.stdout + res.stderr
     time.sleep(0.5)
-    assert postgres_pids() <= before
+    assert not postgres_pids(ws)
     manifest = json.loads(next(tmp_path.glob("raw/*/*/manifest.json")).read_text())
     assert manifest["status"] == "killed"
     for base in manifest["workspaces"].values():

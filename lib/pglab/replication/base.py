@@ -1,0 +1,107 @@
+"""The interface every replication system implements (DESIGN.md principle 4).
+
+A system replicates the pgbench tables of ``provider`` (a started primary ``Node``) to
+``subscriber`` (a started ``Node``; the streaming system turns it into a physical standby). Daemons
+(slon, pgqd, londiste workers) are started through ``Host.start`` and listed by ``daemons()`` so that
+the run manifest and ``pglab cleanup`` can find them.
+
+Fairness: every system gets identical table definitions; ``add_history_key`` gives pgbench_history
+the same ``hid bigserial primary key`` everywhere (pgbench names its insert columns, so it keeps
+working), because Slony, Londiste and pglogical's default set need a primary key.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+from pglab.errors import ProcessError
+from pglab.hosts import Background
+from pglab.node import Node
+
+TABLES = ("pgbench_accounts", "pgbench_branches", "pgbench_tellers", "pgbench_history")
+KEY_COLUMN = "hid"
+
+
+def add_history_key(node: Node, dbname: str) -> None:
+    """The same primary key on pgbench_history for every system (see module docstring)."""
+    node.query(f"alter table pgbench_history add column if not exists {KEY_COLUMN} bigserial primary key",
+               dbname=dbname)
+
+
+def table_checksums(node: Node, dbname: str) -> dict[str, dict[str, Any]]:
+    """Row count and an order-independent checksum of every replicated table."""
+    out = {}
+    for t in TABLES:
+        count, digest = node.query(
+            f"select count(*), coalesce(sum(hashtext(t::text)::bigint), 0) from {t} t", dbname=dbname)[0]
+        out[t] = {"rows": int(count), "checksum": int(digest)}
+    return out
+
+
+@dataclass
+class Consistency:
+    consistent: bool
+    provider: dict[str, dict[str, Any]]
+    subscriber: dict[str, dict[str, Any]]
+    mismatched: list[str] = field(default_factory=list)
+
+
+@dataclass
+class System(ABC):
+    """One replication system between two nodes. Subclasses set ``name`` and ``debian_packages``."""
+
+    provider: Node
+    subscriber: Node
+    dbname: str = "bench"
+    options: dict[str, Any] = field(default_factory=dict)
+    processes: list[Background] = field(default_factory=list)
+
+    name = "abstract"
+    debian_packages: tuple[str, ...] = ()
+
+    @classmethod
+    def unavailable(cls, provider: Node) -> str | None:
+        """None when the system can run on the provider's host, else the reason (it is skipped)."""
+        return None
+
+    @abstractmethod
+    def prepare(self) -> None:
+        """Both sides: extensions, settings (restart if needed), schema on the subscriber, keys."""
+
+    @abstractmethod
+    def start(self) -> None:
+        """Start replicating the pgbench tables and wait until the initial copy is complete."""
+
+    @abstractmethod
+    def caught_up(self) -> bool:
+        """True when the subscriber has applied everything the provider had committed at the call."""
+
+    def lag(self) -> dict[str, float | None]:
+        """One sample for the lag CSV: {"lag_bytes": ..., "lag_s": ...} (None where not known)."""
+        return {"lag_bytes": None, "lag_s": None}
+
+    def wait_caught_up(self, timeout: float, poll_s: float = 0.05) -> float:
+        """Seconds until caught up (resolution ``poll_s``); ProcessError(timed_out) after ``timeout``."""
+        start = time.monotonic()
+        while time.monotonic() - start < timeout:
+            if self.caught_up():
+                return time.monotonic() - start
+            time.sleep(poll_s)
+        raise ProcessError(self.provider.host.name, f"{self.name}: wait for catch-up", None, "", "", timed_out=True)
+
+    def verify(self) -> Consistency:
+        p, s = table_checksums(self.provider, self.dbname), table_checksums(self.subscriber, self.dbname)
+        bad = [t for t in TABLES if p[t] != s[t]]
+        return Consistency(not bad, p, s, bad)
+
+    def daemons(self) -> list[dict[str, Any]]:
+        return [{"host": b.host.name, "pid": b.pid, "command": b.command} for b in self.processes]
+
+    def teardown(self) -> None:
+        """Stop daemons and replication; safe to call twice and after a failed start."""
+        for b in self.processes:
+            b.stop()
+        self.processes.clear()

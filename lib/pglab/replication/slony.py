@@ -1,0 +1,164 @@
+"""Slony-I 2.2: trigger-based replication driven by slonik (configuration) and two slon daemons.
+
+Recipe and pitfalls (FACTS.md, "Replication systems on PostgreSQL 15"): every table needs a primary
+key (``add_history_key``); slon's default timing leaves the subscriber far behind, so slon runs
+with ``-s 1000 -t 2000`` unless ``options`` say otherwise; slonik's ``wait for event`` returns
+before the initial copy is done, so ``start`` checks the catalogs itself.
+
+Catch-up is decided from snapshots, not event counters: the subscriber's ``sl_setsync.ssy_snapshot``
+is the provider snapshot of the last SYNC it applied (written in the same transaction as the data),
+so the subscriber holds every logged change whose transaction is visible in it. ``caught_up`` is true
+when no row of the provider's ``sl_log_1``/``sl_log_2`` (committed when asked) falls outside that
+snapshot.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import time
+
+from pglab.errors import ProcessError
+from pglab.hosts import Background
+from pglab.node import SUPERUSER, Node
+from pglab.replication.base import TABLES, System, add_history_key
+
+CLUSTER = "pglab"
+SCHEMA = f"_{CLUSTER}"
+SET_ID = 1
+PROVIDER_ID, SUBSCRIBER_ID = 1, 2
+
+
+def conninfo(node: Node, dbname: str) -> str:
+    """libpq keywords for the node's Unix socket (trust there; no password on any command line)."""
+    return f"host={node.ws.socket_dir} port={node.port} user={SUPERUSER} dbname={dbname}"
+
+
+class Slony(System):
+    """Provider = Slony node 1 (set origin), subscriber = node 2."""
+
+    name = "slony"
+    debian_packages = ("slony1-2-bin", "postgresql-15-slony1-2")
+
+    @classmethod
+    def unavailable(cls, provider: Node) -> str | None:
+        host = provider.host
+        for program in ("slonik", "slon"):
+            if not host.which(program):
+                return f"{program} is not on PATH on {host.name} (install {' '.join(cls.debian_packages)})"
+        libdir = os.path.normpath(f"{provider.bindir}/../lib")
+        checks = {f"{libdir}/slony1_funcs.*.so": "the slony1_funcs server module",
+                  "/usr/share/slony1/slony1_base.*.sql": "slony1's SQL scripts"}
+        for pattern, what in checks.items():
+            if host.is_local:
+                found = bool(glob.glob(pattern))
+            else:
+                found = host.run(["sh", "-c", f"ls {pattern}"], check=False).exit_code == 0
+            if not found:
+                return f"{what} ({pattern}) is missing on {host.name} (install {' '.join(cls.debian_packages)})"
+        return None
+
+    # -- helpers --------------------------------------------------------------------------------
+    def _conninfo(self, node: Node) -> str:
+        return conninfo(node, self.dbname)
+
+    def _preamble(self) -> str:
+        return (f"cluster name = {CLUSTER};\n"
+                f"node {PROVIDER_ID} admin conninfo = '{self._conninfo(self.provider)}';\n"
+                f"node {SUBSCRIBER_ID} admin conninfo = '{self._conninfo(self.subscriber)}';\n")
+
+    def slonik(self, script: str, timeout: float = 300) -> str:
+        """Run a slonik script (preamble added) from stdin as the server user; its output."""
+        node = self.provider
+        res = node.host.run(["slonik"], stdin=self._preamble() + script, as_user=node.user, timeout=timeout)
+        return res.stdout + res.stderr
+
+    # -- System ---------------------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Identical subscriber schema (empty tables), then the cluster, both paths and the set."""
+        p, s = self.provider, self.subscriber
+        p.host.run([p.bin("pgbench"), "-i", "-I", "dtp", self.dbname], env=s.pg_env(), timeout=300)
+        add_history_key(s, self.dbname)
+        pc, sc = self._conninfo(p), self._conninfo(s)
+        tables = "".join(
+            f"set add table (set id = {SET_ID}, origin = {PROVIDER_ID}, id = {i}, "
+            f"fully qualified name = 'public.{t}');\n" for i, t in enumerate(TABLES, start=1))
+        self.slonik(
+            f"init cluster (id = {PROVIDER_ID}, comment = 'pglab provider');\n"
+            f"store node (id = {SUBSCRIBER_ID}, comment = 'pglab subscriber', event node = {PROVIDER_ID});\n"
+            f"store path (server = {PROVIDER_ID}, client = {SUBSCRIBER_ID}, conninfo = '{pc}');\n"
+            f"store path (server = {SUBSCRIBER_ID}, client = {PROVIDER_ID}, conninfo = '{sc}');\n"
+            f"create set (id = {SET_ID}, origin = {PROVIDER_ID}, comment = 'pgbench tables');\n"
+            + tables
+            + f"set add sequence (set id = {SET_ID}, origin = {PROVIDER_ID}, id = 1, "
+              "fully qualified name = 'public.pgbench_history_hid_seq');\n")
+
+    def _start_slon(self, node: Node, node_id: int) -> Background:
+        sync_ms = int(self.options.get("sync_interval_ms", 1000))
+        timeout_ms = int(self.options.get("sync_interval_timeout_ms", 2000))
+        base = f"{node.ws.base}/slon{node_id}"
+        proc = node.host.start(["slon", "-s", str(sync_ms), "-t", str(timeout_ms), CLUSTER, self._conninfo(node)],
+                               f"{base}.out", f"{base}.log", as_user=node.user)
+        self.processes.append(proc)
+        return proc
+
+    def start(self) -> None:
+        """Both slons, ``subscribe set``, then wait for the copy (sl_setsync) and a full catch-up."""
+        self._start_slon(self.provider, PROVIDER_ID)
+        self._start_slon(self.subscriber, SUBSCRIBER_ID)
+        self.slonik(f"subscribe set (id = {SET_ID}, provider = {PROVIDER_ID}, receiver = {SUBSCRIBER_ID}, "
+                    "forward = no);\n")
+        timeout = float(self.options.get("copy_timeout_s", 300))
+        deadline = time.monotonic() + timeout
+        while not self._copied():
+            self._check_daemons()
+            if time.monotonic() > deadline:
+                raise ProcessError(self.provider.host.name, "slony: wait for the initial copy", None, "",
+                                   self._logs_tail(), timed_out=True)
+            time.sleep(0.2)
+        self.wait_caught_up(max(1.0, deadline - time.monotonic()))
+
+    def _copied(self) -> bool:
+        """The subscriber committed the copy: its set is active and has a sync position."""
+        rows = self.subscriber.query(
+            f"select exists (select 1 from {SCHEMA}.sl_subscribe where sub_set = %s and sub_receiver = %s "
+            f"and sub_active) and exists (select 1 from {SCHEMA}.sl_setsync where ssy_setid = %s)",
+            (SET_ID, SUBSCRIBER_ID, SET_ID), dbname=self.dbname)
+        return bool(rows[0][0])
+
+    def _check_daemons(self) -> None:
+        for b in self.processes:
+            if not b.running():
+                raise ProcessError(b.host.name, b.command, None, "", self._logs_tail())
+
+    def _logs_tail(self) -> str:
+        return "\n".join(b.host.run(["tail", "-n", "15", b.stderr_path], check=False).stdout
+                         for b in self.processes)
+
+    def caught_up(self) -> bool:
+        """No change logged on the provider lies outside the last snapshot the subscriber applied."""
+        rows = self.subscriber.query(f"select ssy_snapshot::text from {SCHEMA}.sl_setsync where ssy_setid = %s",
+                                     (SET_ID,), dbname=self.dbname)
+        if not rows:
+            return False
+        snap = rows[0][0]
+        pending = " or ".join(
+            f"exists (select 1 from {SCHEMA}.{log} where log_origin = {PROVIDER_ID} "
+            f"and log_txid >= txid_snapshot_xmin(%(s)s::txid_snapshot) "
+            f"and not txid_visible_in_snapshot(log_txid, %(s)s::txid_snapshot))" for log in ("sl_log_1", "sl_log_2"))
+        return not self.provider.query(f"select {pending}", {"s": snap}, dbname=self.dbname)[0][0]  # type: ignore[arg-type]
+
+    def lag(self) -> dict[str, float | None]:
+        """sl_status on the provider: events the subscriber has not confirmed and their age."""
+        rows = self.provider.query(
+            f"select st_lag_num_events, extract(epoch from st_lag_time) from {SCHEMA}.sl_status "
+            f"where st_origin = %s and st_received = %s", (PROVIDER_ID, SUBSCRIBER_ID), dbname=self.dbname)
+        if not rows:
+            return {"lag_bytes": None, "lag_s": None, "lag_events": None}
+        events, seconds = rows[0]
+        return {"lag_bytes": None, "lag_s": None if seconds is None else float(seconds),
+                "lag_events": None if events is None else float(events)}
+
+    def teardown(self) -> None:
+        """Stop both slons (SIGTERM to their sessions: watchdog parent and worker)."""
+        super().teardown()
