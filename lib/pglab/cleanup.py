@@ -105,6 +105,8 @@ class Session:
                           file=sys.stderr)
                 else:
                     ws.remove()
+            if os.path.exists(ws.local_passfile):  # only needed while the session runs
+                os.unlink(ws.local_passfile)
         for host in self.hosts.values():
             with _collect(errors):
                 host.close()
