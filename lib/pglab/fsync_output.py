@@ -16,7 +16,7 @@ def parse_pg_test_fsync(text: str) -> dict[str, object]:
     sections: dict[str, dict[str, float]] = {}
     current = None
     for line in text.splitlines():
-        m = _SECTION.match(line.strip() + ("" if line.strip().endswith(":") else ""))
+        m = _SECTION.match(line.strip())
         if m:
             current = m.group(1)
             sections[current] = {}

@@ -20,7 +20,7 @@ import subprocess
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -404,10 +404,3 @@ class SSHHost(Host):
         self._tunnel_ports.clear()
         self.conn.close()
 
-
-@contextlib.contextmanager
-def opened(host: Host) -> Iterator[Host]:
-    try:
-        yield host
-    finally:
-        host.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pglab.errors import ProcessError
 from pglab.hosts import Background, Result
 from pglab.node import Node
 from pglab.store import Point
@@ -44,8 +45,6 @@ def session_env(node: Node, settings: Mapping[str, Any] | None = None) -> dict[s
 def run(node: Node, point: Point, argv: list[str], *, timeout: float, prefix: str = "",
         settings: Mapping[str, Any] | None = None) -> Result:
     """Run to completion (killed at ``timeout``) and record the raw output before returning."""
-    from pglab.errors import ProcessError
-
     try:
         result = node.host.run(argv, env=session_env(node, settings), timeout=timeout, check=False)
     except ProcessError as exc:  # timed out: keep what it printed
@@ -64,8 +63,6 @@ def start(node: Node, point: Point, argv: list[str], *, prefix: str,
 
 def collect(proc: Background, point: Point, prefix: str, timeout: float) -> Result:
     """Wait for a background run and record it like a foreground one."""
-    from pglab.errors import ProcessError
-
     try:
         code = proc.wait(timeout)
     except ProcessError:

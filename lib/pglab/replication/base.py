@@ -92,6 +92,30 @@ class System(ABC):
             time.sleep(poll_s)
         raise ProcessError(self.provider.host.name, f"{self.name}: wait for catch-up", None, "", "", timed_out=True)
 
+    def _copied(self) -> bool:
+        """True when the initial copy is complete (systems with their own copy phase override this)."""
+        return True
+
+    def _check_daemons(self) -> None:
+        """A daemon that died makes waiting pointless: fail with the tail of its logs."""
+        for b in self.processes:
+            if not b.running():
+                raise ProcessError(b.host.name, b.command, None, "", self._logs_tail())
+
+    def _logs_tail(self) -> str:
+        return "\n".join(b.host.run(["tail", "-n", "15", b.stderr_path], check=False).stdout for b in self.processes)
+
+    def wait_initial_copy(self) -> None:
+        """Wait for ``_copied`` (daemons watched), then for catch-up, within ``copy_timeout_s``."""
+        deadline = time.monotonic() + float(self.options.get("copy_timeout_s", 300))
+        while not self._copied():
+            self._check_daemons()
+            if time.monotonic() > deadline:
+                raise ProcessError(self.provider.host.name, f"{self.name}: wait for the initial copy", None, "",
+                                   self._logs_tail(), timed_out=True)
+            time.sleep(0.2)
+        self.wait_caught_up(max(1.0, deadline - time.monotonic()))
+
     def verify(self) -> Consistency:
         p, s = table_checksums(self.provider, self.dbname), table_checksums(self.subscriber, self.dbname)
         bad = [t for t in TABLES if p[t] != s[t]]

@@ -16,9 +16,6 @@ when no data event of the replicated tables (committed when asked) lies outside 
 
 from __future__ import annotations
 
-import time
-
-from pglab.errors import ProcessError
 from pglab.hosts import Background
 from pglab.node import SUPERUSER, Node
 from pglab.replication.base import TABLES, System, add_history_key
@@ -110,25 +107,13 @@ class Londiste(System):
         self._daemon(["pgqd", self._pgqd_ini], "pgqd")
         self._daemon(["londiste", self._ini("root"), "worker"], "londiste_root")
         self._daemon(["londiste", self._ini("leaf"), "worker"], "londiste_leaf")
-        deadline = time.monotonic() + float(self.options.get("copy_timeout_s", 300))
-        while not self._copied():
-            self._check_daemons()
-            if time.monotonic() > deadline:
-                raise ProcessError(self.provider.host.name, "londiste: wait for the initial copy", None, "",
-                                   self._logs_tail(), timed_out=True)
-            time.sleep(0.2)
-        self.wait_caught_up(max(1.0, deadline - time.monotonic()))
+        self.wait_initial_copy()
 
     def _copied(self) -> bool:
         rows = self.subscriber.query("select table_name, local, merge_state from londiste.get_table_list(%s)",
                                      (QUEUE,), dbname=self.dbname)
         done = {name for name, local, state in rows if local and state == "ok"}
         return set(FQ_TABLES) <= done
-
-    def _check_daemons(self) -> None:
-        for b in self.processes:
-            if not b.running():
-                raise ProcessError(b.host.name, b.command, None, "", self._logs_tail())
 
     def _logs_tail(self) -> str:
         files = [f"{self._dir}/{f}" for f in ("pgqd.log", "londiste_root.log", "londiste_leaf.log")]

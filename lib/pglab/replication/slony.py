@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import glob
 import os
-import time
 
-from pglab.errors import ProcessError
 from pglab.hosts import Background
 from pglab.node import SUPERUSER, Node
 from pglab.replication.base import TABLES, System, add_history_key
@@ -108,15 +106,7 @@ class Slony(System):
         self._start_slon(self.subscriber, SUBSCRIBER_ID)
         self.slonik(f"subscribe set (id = {SET_ID}, provider = {PROVIDER_ID}, receiver = {SUBSCRIBER_ID}, "
                     "forward = no);\n")
-        timeout = float(self.options.get("copy_timeout_s", 300))
-        deadline = time.monotonic() + timeout
-        while not self._copied():
-            self._check_daemons()
-            if time.monotonic() > deadline:
-                raise ProcessError(self.provider.host.name, "slony: wait for the initial copy", None, "",
-                                   self._logs_tail(), timed_out=True)
-            time.sleep(0.2)
-        self.wait_caught_up(max(1.0, deadline - time.monotonic()))
+        self.wait_initial_copy()
 
     def _copied(self) -> bool:
         """The subscriber committed the copy: its set is active and has a sync position."""
@@ -125,15 +115,6 @@ class Slony(System):
             f"and sub_active) and exists (select 1 from {SCHEMA}.sl_setsync where ssy_setid = %s)",
             (SET_ID, SUBSCRIBER_ID, SET_ID), dbname=self.dbname)
         return bool(rows[0][0])
-
-    def _check_daemons(self) -> None:
-        for b in self.processes:
-            if not b.running():
-                raise ProcessError(b.host.name, b.command, None, "", self._logs_tail())
-
-    def _logs_tail(self) -> str:
-        return "\n".join(b.host.run(["tail", "-n", "15", b.stderr_path], check=False).stdout
-                         for b in self.processes)
 
     def caught_up(self) -> bool:
         """No change logged on the provider lies outside the last snapshot the subscriber applied."""

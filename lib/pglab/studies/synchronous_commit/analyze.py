@@ -24,7 +24,7 @@ from pglab.store import load_manifest, write_json
 from pglab.studies.synchronous_commit import STUDY
 from pglab.studies.synchronous_commit.params import LEVELS
 
-LEVEL_ORDER = [lvl for lvl in ("on", "remote_apply", "remote_write", "local", "off")]
+LEVEL_ORDER = ["on", "remote_apply", "remote_write", "local", "off"]  # strictest first
 FACTORS = ["kind", "level", "clients", "primary_load", "rep"]
 
 
