@@ -34,7 +34,7 @@ def host(request: pytest.FixtureRequest, inventory: Inventory) -> Iterator[Host]
 
 
 def postgres_pids(under: str | None = None) -> set[int]:
-    """PIDs of running postmasters, optionally only those whose data dir is below ``under``.
+    """PIDs of running postmasters (not their children), optionally only those whose data dir is below ``under``.
 
     Tests check their own workspace: other servers on the machine are none of their business.
     """
@@ -51,7 +51,15 @@ def postgres_pids(under: str | None = None) -> set[int]:
         data_dir = argv[argv.index(b"-D") + 1].decode() if argv.index(b"-D") + 1 < len(argv) else ""
         if under is None or data_dir.startswith(under.rstrip("/") + "/"):
             pids.add(int(entry))
-    return pids
+    # a child forked a moment ago still shows its postmaster's argv: keep only the postmasters
+    return {pid for pid in pids if _parent(pid) not in pids}
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def workspaces() -> set[str]:
