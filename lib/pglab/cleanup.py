@@ -84,6 +84,16 @@ class Session:
             self.store.add_process({"host": proc.host.name, "pid": proc.pid, "command": proc.command})
         return proc
 
+    def untrack_background(self, proc: Background) -> None:
+        """The owner stops ``proc`` itself: the manifest marks it stopped so ``pglab cleanup`` leaves its PID alone."""
+        if proc in self.background:
+            self.background.remove(proc)
+        if self.store:
+            for entry in self.store.manifest["processes"]:
+                if entry["pid"] == proc.pid and entry["host"] == proc.host.name:
+                    entry["stopped"] = True
+            self.store.save()
+
     def close(self, failed: bool) -> None:
         """Stop processes, then primaries (sync names reset first), then standbys."""
         errors: list[str] = []
@@ -183,6 +193,8 @@ def cleanup_leftovers(data_root: Path, inventory: Inventory, force: bool = False
         hosts: dict[str, Host] = {}
         try:
             for proc in manifest.get("processes", []):
+                if proc.get("stopped"):
+                    continue
                 host = hosts.setdefault(proc["host"], inventory.connect(proc["host"]))
                 if host.pid_alive(proc["pid"]):
                     host.run(["kill", "-TERM", f"-{proc['pid']}"], check=False)

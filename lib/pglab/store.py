@@ -113,6 +113,12 @@ class RunStore:
         self.manifest["nodes"].append(description)
         self.save()
 
+    def update_node(self, description: dict[str, Any]) -> None:
+        """Replace the entry with the same data dir (a node's role can change, e.g. primary -> standby)."""
+        nodes = self.manifest["nodes"]
+        nodes[:] = [n for n in nodes if n["data_dir"] != description["data_dir"]] + [description]
+        self.save()
+
     def add_process(self, description: dict[str, Any]) -> None:
         self.manifest["processes"].append(description)
         self.save()

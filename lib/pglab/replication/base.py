@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pglab.errors import ProcessError
-from pglab.hosts import Background
+from pglab.hosts import Background, Host
 from pglab.node import Node
 
 TABLES = ("pgbench_accounts", "pgbench_branches", "pgbench_tellers", "pgbench_history")
 KEY_COLUMN = "hid"
+MARKER_BID = 1  # the pgbench_branches row whose filler carries catch-up markers (see System.mark)
 
 
 def add_history_key(node: Node, dbname: str) -> None:
@@ -58,14 +60,29 @@ class System(ABC):
     dbname: str = "bench"
     options: dict[str, Any] = field(default_factory=dict)
     processes: list[Background] = field(default_factory=list)
+    # Called with every daemon as soon as it is started (the Session lists it in the run manifest,
+    # so that a SIGTERM between two daemon starts still stops the first one).
+    on_process: Callable[[Background], Any] | None = None
 
     name = "abstract"
     debian_packages: tuple[str, ...] = ()
 
     @classmethod
-    def unavailable(cls, provider: Node) -> str | None:
-        """None when the system can run on the provider's host, else the reason (it is skipped)."""
+    def unavailable(cls, host: Host, bindir: str) -> str | None:
+        """None when the system can run on ``host`` (servers from ``bindir``), else why it is skipped.
+
+        Checked on files and programs only, before any server starts.
+        """
         return None
+
+    def spawn(self, node: Node, argv: list[str], label: str) -> Background:
+        """Start a daemon as the server user, logs in the workspace; tracked before anything else runs."""
+        base = f"{node.ws.base}/{label}"
+        proc = node.host.start(argv, f"{base}.out", f"{base}.err", as_user=node.user)
+        self.processes.append(proc)
+        if self.on_process:
+            self.on_process(proc)
+        return proc
 
     @abstractmethod
     def prepare(self) -> None:
@@ -82,6 +99,23 @@ class System(ABC):
     def lag(self) -> dict[str, float | None]:
         """One sample for the lag CSV: {"lag_bytes": ..., "lag_s": ...} (None where not known)."""
         return {"lag_bytes": None, "lag_s": None}
+
+    def mark(self, token: str) -> None:
+        """Commit a marker on the provider: one update of pgbench_branches, replicated like any other.
+
+        Every system here applies transactions in the provider's commit order, so once the marker is
+        visible on the subscriber everything committed before it has been applied there. The same
+        test for every system, measured at *apply* (the systems' own confirmations can trail it: the
+        built-in apply worker reports flushed positions about once a second).
+        """
+        self.provider.query(f"update pgbench_branches set filler = %s where bid = {MARKER_BID}", (token,),
+                            dbname=self.dbname)
+
+    def applied(self, token: str) -> bool:
+        """True once the subscriber shows the marker ``token`` (see ``mark``)."""
+        return bool(self.subscriber.query(
+            f"select 1 from pgbench_branches where bid = {MARKER_BID} and filler = %s::char(88)", (token,),
+            dbname=self.dbname))
 
     def wait_caught_up(self, timeout: float, poll_s: float = 0.05) -> float:
         """Seconds until caught up (resolution ``poll_s``); ProcessError(timed_out) after ``timeout``."""

@@ -16,7 +16,7 @@ when no data event of the replicated tables (committed when asked) lies outside 
 
 from __future__ import annotations
 
-from pglab.hosts import Background
+from pglab.hosts import Host
 from pglab.node import SUPERUSER, Node
 from pglab.replication.base import TABLES, System, add_history_key
 
@@ -38,10 +38,10 @@ class Londiste(System):
     debian_packages = ("postgresql-15-pgq3", "pgqd", "python3-londiste", "postgresql-15-londiste-sql")
 
     @classmethod
-    def unavailable(cls, provider: Node) -> str | None:
+    def unavailable(cls, host: Host, bindir: str) -> str | None:
         for program in ("londiste", "pgqd"):
-            if not provider.host.which(program):
-                return (f"{program} is not on PATH on {provider.host.name} "
+            if not host.which(program):
+                return (f"{program} is not on PATH on {host.name} "
                         f"(install {' '.join(cls.debian_packages)})")
         return None
 
@@ -96,17 +96,11 @@ class Londiste(System):
         self.londiste("root", "add-table", *FQ_TABLES)
         self.londiste("leaf", "add-table", *FQ_TABLES)
 
-    def _daemon(self, argv: list[str], label: str) -> Background:
-        p = self.provider
-        proc = p.host.start(argv, f"{self._dir}/{label}.out", f"{self._dir}/{label}.err", as_user=p.user)
-        self.processes.append(proc)
-        return proc
-
     def start(self) -> None:
         """pgqd, root and leaf workers in the foreground; wait until every table is 'ok' and caught up."""
-        self._daemon(["pgqd", self._pgqd_ini], "pgqd")
-        self._daemon(["londiste", self._ini("root"), "worker"], "londiste_root")
-        self._daemon(["londiste", self._ini("leaf"), "worker"], "londiste_leaf")
+        self.spawn(self.provider, ["pgqd", self._pgqd_ini], "pgqd")
+        self.spawn(self.provider, ["londiste", self._ini("root"), "worker"], "londiste_root")
+        self.spawn(self.provider, ["londiste", self._ini("leaf"), "worker"], "londiste_leaf")
         self.wait_initial_copy()
 
     def _copied(self) -> bool:

@@ -9,6 +9,7 @@ updates and deletes) only because ``add_history_key`` gave it a primary key.
 from __future__ import annotations
 
 from pglab.errors import ProcessError
+from pglab.hosts import Host
 from pglab.node import Node
 from pglab.replication.base import TABLES, System
 from pglab.replication.builtin import (
@@ -66,16 +67,16 @@ class Pglogical(System):
     debian_packages = ("postgresql-15-pglogical",)
 
     @classmethod
-    def unavailable(cls, provider: Node) -> str | None:
-        """Checked on the files (the provider need not be running): control file and shared library."""
-        pg_config = provider.bin("pg_config")
-        res = provider.host.run([pg_config, "--sharedir", "--pkglibdir"], check=False)
+    def unavailable(cls, host: Host, bindir: str) -> str | None:
+        """Checked on the files: control file and shared library."""
+        pg_config = f"{bindir}/pg_config"
+        res = host.run([pg_config, "--sharedir", "--pkglibdir"], check=False)
         if res.exit_code != 0:
-            return f"{pg_config} did not run on {provider.host.name}: {res.stderr.strip()[:200]}"
+            return f"{pg_config} did not run on {host.name}: {res.stderr.strip()[:200]}"
         sharedir, pkglibdir = res.stdout.split()[:2]
         for path in (f"{sharedir}/extension/pglogical.control", f"{pkglibdir}/pglogical.so"):
-            if not provider.host.exists(path):
-                return (f"pglogical is not installed on {provider.host.name} ({path} is missing; "
+            if not host.exists(path):
+                return (f"pglogical is not installed on {host.name} ({path} is missing; "
                         f"install {' '.join(cls.debian_packages)})")
         return None
 

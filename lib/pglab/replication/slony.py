@@ -17,7 +17,7 @@ from __future__ import annotations
 import glob
 import os
 
-from pglab.hosts import Background
+from pglab.hosts import Background, Host
 from pglab.node import SUPERUSER, Node
 from pglab.replication.base import TABLES, System, add_history_key
 
@@ -39,12 +39,11 @@ class Slony(System):
     debian_packages = ("slony1-2-bin", "postgresql-15-slony1-2")
 
     @classmethod
-    def unavailable(cls, provider: Node) -> str | None:
-        host = provider.host
+    def unavailable(cls, host: Host, bindir: str) -> str | None:
         for program in ("slonik", "slon"):
             if not host.which(program):
                 return f"{program} is not on PATH on {host.name} (install {' '.join(cls.debian_packages)})"
-        libdir = os.path.normpath(f"{provider.bindir}/../lib")
+        libdir = os.path.normpath(f"{bindir}/../lib")
         checks = {f"{libdir}/slony1_funcs.*.so": "the slony1_funcs server module",
                   "/usr/share/slony1/slony1_base.*.sql": "slony1's SQL scripts"}
         for pattern, what in checks.items():
@@ -94,11 +93,8 @@ class Slony(System):
     def _start_slon(self, node: Node, node_id: int) -> Background:
         sync_ms = int(self.options.get("sync_interval_ms", 1000))
         timeout_ms = int(self.options.get("sync_interval_timeout_ms", 2000))
-        base = f"{node.ws.base}/slon{node_id}"
-        proc = node.host.start(["slon", "-s", str(sync_ms), "-t", str(timeout_ms), CLUSTER, self._conninfo(node)],
-                               f"{base}.out", f"{base}.log", as_user=node.user)
-        self.processes.append(proc)
-        return proc
+        return self.spawn(node, ["slon", "-s", str(sync_ms), "-t", str(timeout_ms), CLUSTER, self._conninfo(node)],
+                          f"slon{node_id}")
 
     def start(self) -> None:
         """Both slons, ``subscribe set``, then wait for the copy (sl_setsync) and a full catch-up."""

@@ -1,0 +1,3 @@
+"""Study 1 (article 000): sustainable throughput of five replication systems."""
+
+STUDY = "logical_replication"

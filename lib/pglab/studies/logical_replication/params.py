@@ -1,0 +1,79 @@
+"""The logical_replication study's parameters (params/logical_replication.yaml, one profile)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, field_validator
+
+SystemName = Literal["streaming", "builtin", "pglogical", "slony", "londiste"]
+SYSTEMS: tuple[str, ...] = ("streaming", "builtin", "pglogical", "slony", "londiste")
+# Settings the study or a system sets itself; a profile must not fight it over them.
+RESERVED = {"port", "listen_addresses", "unix_socket_directories", "primary_conninfo", "synchronous_standby_names",
+            "synchronous_commit", "wal_level", "shared_preload_libraries", "output_plugin_libraries"}
+
+
+class SlonyTiming(BaseModel):
+    """slon's -s / -t (FACTS.md: the defaults left the subscriber 21 s behind a 10 s run)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sync_interval_ms: PositiveInt = 1000  # slon -s: check for new changes this often
+    sync_interval_timeout_ms: PositiveInt = 2000  # slon -t: emit a SYNC at least this often
+
+
+class LondisteTiming(BaseModel):
+    """PgQ's ticker and the workers' loop (FACTS.md: the 60 s idle ticker made the copy take 153 s)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ticker_idle_period: str = "1 second"  # pgq.set_queue_config right after create-root
+    ticker_max_lag: str | None = None  # pgq default (3 seconds) when None
+    loop_delay_s: PositiveFloat = 1.0  # londiste worker's sleep between empty batches
+    parallel_copies: PositiveInt = 4  # tables copied at once during the initial copy
+
+
+class Params(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    systems: list[SystemName] = Field(min_length=1)  # replication systems to compare (in this order per block)
+    clients: list[PositiveInt] = Field(min_length=1)  # pgbench -c sweep on the provider
+    run_seconds: PositiveInt  # pgbench -T per point (the article's example: 30 min)
+    repetitions: PositiveInt = 3  # runs of every (system, clients) point, in randomised order
+    scale: PositiveInt = 1  # pgbench -i -s (the article: 5000)
+    jobs: PositiveInt | None = None  # pgbench -j; default min(clients, host cores)
+    catchup_timeout_s: PositiveFloat = 300  # a subscriber not caught up by then fails the point
+    catchup_poll_s: float = Field(0.05, gt=0, le=0.1)  # catch-up resolution (the issue asks for <= 100 ms)
+    lag_interval_s: float = Field(0.5, ge=0)  # lag CSV sampling interval during run and catch-up; 0 = off
+    copy_timeout_s: PositiveFloat = 600  # initial copy of the tables into a new subscriber
+    slony: SlonyTiming = Field(default_factory=SlonyTiming)
+    londiste: LondisteTiming = Field(default_factory=LondisteTiming)
+    host: str = "local"  # inventory host of provider and subscriber (one host: nodes listen on loopback)
+    server_settings: dict[str, str | int | float | bool] = Field(default_factory=dict)  # on every node
+    client_timeout_s: PositiveInt = 600  # a pgbench run longer than run_seconds + this is stopped
+    seed: int = 1  # order of the systems and of the points within a system
+
+    @field_validator("systems", "clients")
+    @classmethod
+    def _unique(cls, v: list) -> list:
+        if len(set(v)) != len(v):
+            raise ValueError(f"duplicates in {v}")
+        return v
+
+    @field_validator("server_settings")
+    @classmethod
+    def _not_reserved(cls, v: dict) -> dict:
+        clash = sorted(RESERVED & set(v))
+        if clash:
+            raise ValueError(f"{', '.join(clash)} are set by the study or the replication systems")
+        return v
+
+    def max_connections(self) -> int:
+        """The largest client count plus the systems' own sessions (slon, londiste, walsenders, ours)."""
+        return max(self.clients) + 30
+
+    def options(self, system: str) -> dict[str, object]:
+        """The System.options for ``system``: its timing parameters and the copy timeout."""
+        timing = {"slony": self.slony, "londiste": self.londiste}.get(system)
+        extra = timing.model_dump(exclude_none=True) if timing else {}
+        return {"copy_timeout_s": self.copy_timeout_s, **extra}
