@@ -67,3 +67,18 @@ def workspaces() -> set[str]:
     return {str(p) for p in Path("/tmp").glob("pglab-??????") if p.is_dir()}
 
 
+
+
+def processes_mentioning(text: str) -> dict[int, str]:
+    """Every process whose command line contains ``text`` (a workspace path: servers, slon, pgqd, londiste)."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmd:
+            found[int(entry)] = cmd
+    return found

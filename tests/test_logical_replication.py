@@ -1,0 +1,170 @@
+"""The logical_replication study on real clusters: broken subscribers, skipped systems, cleanup of
+servers and daemons after an exception and after SIGTERM, and the analysis of what it wrote."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO, postgres_pids, processes_mentioning
+from pglab.errors import ParameterError
+from pglab.inventory import HostEntry, Inventory
+from pglab.replication.base import System
+from pglab.replication.builtin import SUBSCRIPTION
+from pglab.studies.logical_replication import analyze, collect
+from pglab.studies.logical_replication.collect import Planned
+
+pytestmark = pytest.mark.servers
+SMOKE = yaml.safe_load((REPO / "params/logical_replication.yaml").read_text())["profiles"]["smoke"]
+REFERENCE = REPO / "data" / "reference"
+
+
+def tiny(**kw: object) -> dict:
+    """Smaller than smoke: the tests check behaviour, not numbers."""
+    return {**SMOKE, "clients": [2], "run_seconds": 2, "repetitions": 1, "catchup_timeout_s": 30,
+            "lag_interval_s": 0.2, **kw}
+
+
+def metas(run: Path) -> dict[str, dict]:
+    return {p.parent.name: json.loads(p.read_text()) for p in run.glob("*/meta.json")}
+
+
+def test_broken_subscriber_is_caught_and_the_sweep_goes_on(tmp_path: Path, inventory: Inventory) -> None:
+    """Replication stopped mid-run -> failed (not caught up); a row lost on the subscriber -> inconsistent.
+
+    Neither is reported as a number; the pair is rebuilt and the next point measures normally.
+    """
+    calls: list[str] = []
+
+    def on_run(system: System, planned: Planned) -> None:
+        calls.append(planned.id)
+        time.sleep(0.5)
+        if len(calls) == 1:
+            system.subscriber.query(f"alter subscription {SUBSCRIPTION} disable", dbname="bench")
+        elif len(calls) == 2:
+            system.subscriber.query("delete from pgbench_accounts where aid = 1", dbname="bench")
+
+    run = collect.collect(tiny(systems=["builtin"], repetitions=3, catchup_timeout_s=4), data_root=tmp_path,
+                          profile="test", inventory=inventory, progress=False, on_run=on_run)
+    m, points = json.loads((run / "manifest.json").read_text()), metas(run)
+    stopped, lost, fine = (points[c] for c in calls)
+    assert stopped["status"] == "failed" and stopped["error"].startswith("not caught up"), stopped
+    assert stopped["consistent"] is False and "pgbench_history" in stopped["mismatched"]
+    assert stopped["timing"]["caught_up"] is False and stopped["timing"]["catchup_s"] is None
+    assert "timeout" in (run / calls[0] / "lag.csv").read_text()
+    assert lost["status"] == "inconsistent" and lost["timing"]["caught_up"] is True
+    assert "pgbench_accounts" in lost["mismatched"]
+    assert fine["status"] == "ok" and fine["consistent"] is True and fine["generation"] == 3
+    assert m["status"] == "complete" and m["systems"]["builtin"]["generations"] == 3
+    assert m["points"] == {"total": 3, "ok": 1, "failed": 1, "inconsistent": 1}
+    assert 0 < m["measurement_share"] < 1
+    assert not postgres_pids(m["workspaces"]["local"])
+
+    a = analyze.analyze(run, tmp_path / "derived", tmp_path / "figures", REFERENCE)
+    assert set(a.tidy.point) == {calls[2]}  # only the good point is a number
+    assert sorted(a.failed.status) == ["failed", "inconsistent"]
+    row = a.systems.set_index("system").loc["builtin"]
+    assert row.consistency == "INCONSISTENT in 1 of 3 points" and row.not_caught_up == 1 and row.rebuilds == 2
+
+
+@pytest.fixture
+def bindir_without_extensions() -> Path:
+    """PostgreSQL's programs, but a pg_config that points at empty share/lib dirs and no Slony next to it."""
+    real = Path("/usr/lib/postgresql/15/bin")
+    base = Path(tempfile.mkdtemp(prefix="pglab-fakebin-"))
+    os.chmod(base, 0o755)
+    (base / "bin").mkdir(mode=0o755)
+    (base / "empty").mkdir(mode=0o755)
+    for prog in real.iterdir():
+        if prog.name != "pg_config":
+            (base / "bin" / prog.name).symlink_to(prog)
+    script = base / "bin" / "pg_config"
+    script.write_text(f"#!/bin/sh\necho {base}/empty\necho {base}/empty\n")
+    script.chmod(0o755)
+    yield base / "bin"
+    subprocess.run(["rm", "-rf", str(base)], check=True)
+
+
+def test_missing_system_is_skipped_with_its_reason(tmp_path: Path, bindir_without_extensions: Path) -> None:
+    inv = Inventory(hosts={"local": HostEntry(bindir=str(bindir_without_extensions))})
+    run = collect.collect(tiny(systems=["streaming", "pglogical", "slony"]), data_root=tmp_path, profile="test",
+                          inventory=inv, progress=False)
+    m = json.loads((run / "manifest.json").read_text())
+    assert m["systems"]["pglogical"]["status"] == "skipped"
+    assert "pglogical.control is missing" in m["systems"]["pglogical"]["reason"]
+    assert "slony1_funcs" in m["systems"]["slony"]["reason"]
+    assert m["systems"]["streaming"]["status"] == "measured" and m["points"]["ok"] == 1
+    a = analyze.analyze(run, tmp_path / "derived", tmp_path / "figures", REFERENCE)
+    assert list(a.systems.system) == ["streaming", "pglogical", "slony"]
+    assert list(a.systems.status) == ["measured", "skipped", "skipped"]
+    verdicts = dict(zip(a.comparison.claim, a.comparison.verdict, strict=True))
+    assert verdicts["pglogical is close to streaming"].startswith("not measurable")
+
+
+def test_bad_parameters_name_the_key_and_start_nothing(tmp_path: Path, inventory: Inventory) -> None:
+    with pytest.raises(ParameterError) as exc:
+        collect.collect(tiny(systems=["streaming", "bucardo"], catchup_poll_s=0.5, server_settings={"wal_level": 1}),
+                        data_root=tmp_path, inventory=inventory, progress=False)
+    text = str(exc.value)
+    assert "systems.1" in text and "catchup_poll_s" in text and "wal_level" in text
+    assert not (tmp_path / "raw").exists()
+
+
+def test_exception_mid_run_stops_servers_and_daemons(tmp_path: Path, inventory: Inventory) -> None:
+    """An unexpected error while Londiste runs: workers, pgqd, copy processes and both servers are stopped."""
+    seen: dict[str, object] = {}
+
+    def on_run(system: System, planned: Planned) -> None:
+        seen["ws"] = system.provider.ws.base
+        seen["daemons"] = processes_mentioning(system.provider.ws.base)
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        collect.collect(tiny(systems=["londiste"]), data_root=tmp_path, profile="test", inventory=inventory,
+                        progress=False, on_run=on_run)
+    ws = str(seen["ws"])
+    assert any("pgqd" in c for c in seen["daemons"].values())  # they were running
+    assert any("londiste" in c and "worker" in c for c in seen["daemons"].values())
+    assert not processes_mentioning(ws), processes_mentioning(ws)
+    m = json.loads(next(tmp_path.glob("raw/*/*/manifest.json")).read_text())
+    assert m["status"] == "failed" and len(m["processes"]) == 3
+    subprocess.run(["rm", "-rf", ws])
+
+
+STUDY_SCRIPT = """
+import sys, yaml
+from pglab.studies.logical_replication import collect
+p = yaml.safe_load(open(sys.argv[1]))
+collect.collect(p, data_root=sys.argv[2], profile="test", progress=False)
+"""
+
+
+def test_sigterm_mid_run_stops_servers_and_daemons(tmp_path: Path) -> None:
+    """SIGTERM while Slony replicates a run: both slons and both servers are gone, the run says interrupted."""
+    pfile = tmp_path / "p.yaml"
+    pfile.write_text(yaml.safe_dump(tiny(systems=["slony"], run_seconds=20, repetitions=2)))
+    proc = subprocess.Popen([sys.executable, "-c", STUDY_SCRIPT, str(pfile), str(tmp_path)], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not list(tmp_path.glob("raw/*/*/slony-c*")):
+        time.sleep(0.2)  # wait until a measurement is running
+    time.sleep(1)
+    manifest_path = next(tmp_path.glob("raw/*/*/manifest.json"))
+    ws = json.loads(manifest_path.read_text())["workspaces"]["local"]
+    running = processes_mentioning(ws)
+    assert len(postgres_pids(ws)) == 2 and sum("slon -s" in c for c in running.values()) >= 2, running
+    os.kill(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    assert not processes_mentioning(ws), err
+    manifest = json.loads(manifest_path.read_text())
+    assert manifest["status"] == "interrupted" and len(manifest["processes"]) == 2
+    subprocess.run(["rm", "-rf", ws])
