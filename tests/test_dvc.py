@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
+from pglab.studies import STUDIES
 
 pytestmark = pytest.mark.servers
 BIN = Path(os.environ.get("VIRTUAL_ENV", REPO / ".venv")) / "bin"
@@ -44,35 +45,44 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
             shutil.copy2(REPO / f, dst / f)
     for lock in ("dvc.lock",):
         (dst / lock).unlink(missing_ok=True)
-    params = dst / "params/synchronous_commit.yaml"
-    params.write_text(params.read_text().replace("profile: quick", "profile: smoke"))
+    for study in STUDIES:
+        params = dst / f"params/{study}.yaml"
+        params.write_text(params.read_text().replace("profile: quick", "profile: smoke"))
     sh(dst, "git", "init", "-q")
     sh(dst, "git", "add", "-A")
     sh(dst, "git", "commit", "-qm", "copy")
     return dst
 
 
+def outputs(checkout: Path) -> dict[str, str]:
+    return digests(checkout, *(f"figures/{s}/*" for s in STUDIES), *(f"data/derived/{s}/*.csv" for s in STUDIES))
+
+
 def test_repro_twice_then_analysis_change(checkout: Path) -> None:
-    out = sh(checkout, "dvc", "repro")
-    assert "collect@synchronous_commit" in out and "analyze@synchronous_commit" in out
-    figs = digests(checkout, "figures/synchronous_commit/*", "data/derived/synchronous_commit/*.csv")
-    assert any(k.endswith("tps_by_clients.png") for k in figs)
-    runs = sorted((checkout / "data/raw/synchronous_commit").iterdir())
-    assert len(runs) == 1
+    out = sh(checkout, "dvc", "repro", timeout=1200)
+    for study in STUDIES:
+        assert f"collect@{study}" in out and f"analyze@{study}" in out
+    figs = outputs(checkout)
+    assert any(k.endswith("synchronous_commit/tps_by_clients.png") for k in figs)
+    assert any(k.endswith("logical_replication/sustainable_tps.png") for k in figs)
+    runs = {s: sorted((checkout / f"data/raw/{s}").iterdir()) for s in STUDIES}
+    assert all(len(r) == 1 for r in runs.values())
 
     out = sh(checkout, "dvc", "repro")
     assert "Running stage" not in out  # nothing changed, nothing runs
 
-    analyze = checkout / "lib/pglab/studies/synchronous_commit/analyze.py"
-    analyze.write_text(analyze.read_text() + "\n# a change in analysis code\n")
+    for study in STUDIES:
+        analyze = checkout / f"lib/pglab/studies/{study}/analyze.py"
+        analyze.write_text(analyze.read_text() + "\n# a change in analysis code\n")
     out = sh(checkout, "dvc", "repro")
-    assert "Running stage 'analyze@synchronous_commit'" in out
-    assert "Running stage 'collect@synchronous_commit'" not in out
-    assert sorted((checkout / "data/raw/synchronous_commit").iterdir()) == runs  # no new measurement
-    assert digests(checkout, "figures/synchronous_commit/*", "data/derived/synchronous_commit/*.csv") == figs
+    for study in STUDIES:
+        assert f"Running stage 'analyze@{study}'" in out
+        assert f"Running stage 'collect@{study}'" not in out
+        assert sorted((checkout / f"data/raw/{study}").iterdir()) == runs[study]  # no new measurement
+    assert outputs(checkout) == figs
 
     shown = sh(checkout, "dvc", "metrics", "show")
-    assert "ratio_to_on" in shown
+    assert "ratio_to_on" in shown and "sustainable_tps_at_clients_max" in shown
 
 
 def test_exp_run_with_a_changed_parameter(checkout: Path) -> None:
