@@ -12,13 +12,13 @@ repro: setup
 ## make test: unit, integration (real servers, real sshd), nbval on the notebooks
 test: setup
 	pytest -q --nbval-lax --nbval-sanitize-with notebooks/nbval_sanitize.cfg notebooks tests
-	ruff check lib tests
+	ruff check lib tests bench
 
 setup:
 	@scripts/bootstrap.sh
 
 lint: setup
-	ruff check lib tests
+	ruff check lib tests bench
 	nbstripout --verify notebooks/*.ipynb
 
 clean-leftovers: setup

@@ -31,7 +31,7 @@ from pglab.studies.logical_replication.params import SYSTEMS
 FACTORS = ["system", "clients", "rep", "generation"]
 UNITS = {"sustainable_tps": "tx/s", "sustainable_tps_confirmed": "tx/s", "provider_tps": "tx/s",
          "transactions": "tx", "run_s": "s", "catchup_s": "s", "confirmed_s": "s", "latency_avg_ms": "ms",
-         "max_lag_s": "s"}
+         "max_lag_s": "s", "cpu_steal_share": "share", "cpu_idle_share": "share"}
 LABELS = {"streaming": "streaming (physical, async)", "builtin": "built-in logical", "pglogical": "pglogical",
           "slony": "Slony-I", "londiste": "Londiste 3"}
 
@@ -84,6 +84,9 @@ def tidy_points(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
                   "run_s": t["run_s"], "catchup_s": t["catchup_s"], "confirmed_s": t["confirmed_s"],
                   "sustainable_tps": tx / (t["run_s"] + t["catchup_s"]),
                   "sustainable_tps_confirmed": tx / (t["run_s"] + t["confirmed_s"])}
+        for name in ("steal", "idle"):
+            if name in meta.get("cpu", {}):
+                values[f"cpu_{name}_share"] = meta["cpu"][name]
         lag = _lag_frame(d)
         if len(lag) and lag.lag_s.notna().any():
             values["max_lag_s"] = float(lag.lag_s.max())
@@ -153,7 +156,9 @@ def system_table(manifest: dict[str, Any], tidy: pd.DataFrame, failed: pd.DataFr
             verdict = f"consistent in all {ok} points"
         else:
             verdict = f"consistent in {ok} points; {len(f)} failed"
+        steal = tidy[(tidy.system == name) & (tidy.metric == "cpu_steal_share")].value
         rows.append({"system": name, "status": i.get("status"), "reason": i.get("reason", ""),
+                     "cpu_steal_median": round(float(steal.median()), 3) if len(steal) else None,
                      "points_ok": ok, "points_failed": len(f) - incons, "points_inconsistent": incons,
                      "not_caught_up": not_caught, "consistency": verdict,
                      "rebuilds": max(0, i.get("generations", 1) - 1),

@@ -23,7 +23,7 @@ from typing import Any
 import psycopg
 from tqdm.auto import tqdm
 
-from pglab import pgbench, preflight
+from pglab import cpu, pgbench, preflight
 from pglab.cleanup import Session, session
 from pglab.errors import ProcessError
 from pglab.hosts import Host
@@ -298,11 +298,13 @@ def _measure(pair: Pair, point: Point, planned: Planned, p: Params, clock: dict[
                 on_run(system, planned)
             return proc
 
+        cpu_before = cpu.sample(provider.host)
         proc, timing = run_and_catch_up(
             system, start, lag_csv=point.dir / "lag.csv" if p.lag_interval_s else None,
             lag_interval_s=p.lag_interval_s, poll_s=p.catchup_poll_s,
             run_timeout_s=p.run_seconds + p.client_timeout_s, catchup_timeout_s=p.catchup_timeout_s,
             token=f"pglab {point.id}")
+        point.meta["cpu"] = cpu.shares(cpu_before, cpu.sample(provider.host))  # run and catch-up
         clock["measure_s"] += timing.run_s + max(timing.catchup_s or 0.0, timing.confirmed_s or 0.0)
         result = pgbench.collect(proc, point, "", timeout=30)
         point.meta["timing"] = timing.as_dict()
