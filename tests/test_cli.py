@@ -48,6 +48,8 @@ def test_check_reports_this_machine() -> None:
     res = pglab("check")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "ok   host local" in res.stdout and "ok   study synchronous_commit" in res.stdout
+    assert "ok   study logical_replication" in res.stdout
+    assert "will be skipped" not in res.stdout  # bootstrap installed every replication system
 
 
 def test_unknown_study_is_a_usage_error() -> None:

@@ -168,3 +168,14 @@ def test_sigterm_mid_run_stops_servers_and_daemons(tmp_path: Path) -> None:
     manifest = json.loads(manifest_path.read_text())
     assert manifest["status"] == "interrupted" and len(manifest["processes"]) == 2
     subprocess.run(["rm", "-rf", ws])
+
+
+def test_daemons_and_servers_are_gone_after_a_complete_study(tmp_path: Path, inventory: Inventory) -> None:
+    run = collect.collect(tiny(systems=["slony"], clients=[1], run_seconds=1), data_root=tmp_path, profile="test",
+                          inventory=inventory, progress=False)
+    m = json.loads((run / "manifest.json").read_text())
+    assert m["status"] == "complete" and m["points"]["ok"] == 1
+    assert len(m["processes"]) == 2 and all(p["stopped"] for p in m["processes"])  # both slons, torn down
+    assert not processes_mentioning(m["workspaces"]["local"])
+    assert not Path(m["workspaces"]["local"]).exists()  # removed on success; server logs copied first
+    assert {p.name for p in (run / "logs").iterdir()} == {"slony_provider.log", "slony_subscriber.log"}

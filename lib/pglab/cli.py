@@ -81,8 +81,10 @@ def cmd_check(a: argparse.Namespace) -> int:
             _, p, inv = _params(study, None, a.profile)
             from pglab.studies import module
 
-            module(study, "collect").check(p, inv)
+            skipped = module(study, "collect").check(p, inv) or {}
             print(f"ok   study {study}: parameters valid, preflight passed")
+            for name, reason in skipped.items():
+                print(f"warn study {study}: {name} will be skipped: {reason}")
         except PglabError as exc:
             problems.append(str(exc))
     for p in problems:

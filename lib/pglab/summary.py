@@ -19,9 +19,10 @@ def main() -> None:
         if metrics.exists():
             m = json.loads(metrics.read_text())
             print(f"  run     : data/raw/{study}/{m.get('run_id')} (profile {m.get('profile')})")
-            for k in ("tps_at_clients_max", "ratio_to_on", "standby_read_tps", "fdatasync_ops_s"):
+            for k in ("tps_at_clients_max", "ratio_to_on", "standby_read_tps", "fdatasync_ops_s",
+                      "sustainable_tps_at_clients_max", "ratio_to_streaming_at_clients_max", "consistency"):
                 if k in m:
-                    print(f"  {k:<22}: {m[k]}")
+                    print(f"  {k:<34}: {m[k]}")
 
 
 if __name__ == "__main__":
