@@ -263,7 +263,6 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     systems.to_csv(derived / "systems.csv", index=False)
     comparison.to_csv(derived / "comparison.csv", index=False, float_format="%.6g")
     failed.to_csv(derived / "failed_points.csv", index=False)
-    lag.to_csv(derived / "lag.csv", index=False, float_format="%.6g")
     write_json(derived / "metrics.json", metrics)
     a = Analysis(run_dir, manifest, tidy, summary, ratios, systems, comparison, lag, metrics, failed)
     a.figures = draw(a, figs, Path(reference_dir))

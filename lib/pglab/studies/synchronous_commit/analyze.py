@@ -134,6 +134,13 @@ def compare(ratios: pd.DataFrame, summary: pd.DataFrame, reference_dir: Path,
     return pd.DataFrame(rows)
 
 
+def fsync_table(fsync: dict[str, Any] | None) -> pd.DataFrame:
+    """pg_test_fsync's operations per second by section and method (no rows when it was not run)."""
+    rows = [{"section": sec, "method": m, "ops_s": v} for sec, methods in (fsync or {}).get("sections", {}).items()
+            for m, v in methods.items()]
+    return pd.DataFrame(rows, columns=["section", "method", "ops_s"])
+
+
 def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Path,
             reference_dir: str | Path) -> Analysis:
     run_dir, derived, figs = Path(run_dir), Path(derived_dir), Path(figures_dir)
@@ -158,6 +165,7 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     ratios.to_csv(derived / "ratios.csv", index=False, float_format="%.6g")
     comparison.to_csv(derived / "comparison.csv", index=False, float_format="%.6g")
     failed.to_csv(derived / "failed_points.csv", index=False)
+    fsync_table(fsync).to_csv(derived / "fsync.csv", index=False, float_format="%.6g")
     write_json(derived / "metrics.json", metrics)
     a = Analysis(run_dir, manifest, tidy, summary, ratios, comparison, metrics, failed, fsync)
     a.figures = draw(a, figs, reference_dir=Path(reference_dir))
