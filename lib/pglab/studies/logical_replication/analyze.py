@@ -319,14 +319,21 @@ def _lines(ax: plt.Axes, a: Analysis, metric: str, dots: bool = True, **kw: Any)
             ax.scatter(p.clients, p.value, color=pal[s], s=10, alpha=0.4)
 
 
+def _clients_axis(ax: plt.Axes, a: Analysis) -> None:
+    """Log-2 axis labelled with the client counts actually measured (1, 2, 4 ... not 2^0, 2^1 ...)."""
+    clients = sorted(set(a.tidy.clients))
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(clients, [str(c) for c in clients])
+    ax.minorticks_off()
+
+
 def fig_sustainable(a: Analysis, out: Path) -> list[Path]:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     _lines(ax1, a, "sustainable_tps")
     _lines(ax2, a, "provider_tps")
     for ax, title in ((ax1, "sustainable: transactions / (run + catch-up)"),
                       (ax2, "provider's raw tps (pgbench)")):
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(sorted(set(a.tidy.clients)), [str(c) for c in sorted(set(a.tidy.clients))])
+        _clients_axis(ax, a)
         ax.set_xlabel("pgbench clients on the provider (-c)")
         ax.set_title(title, fontsize=11)
     ax1.set_ylabel("tps")
@@ -349,6 +356,9 @@ def fig_ratio(a: Analysis, out: Path, reference_dir: Path) -> list[Path]:
         ax2.plot(g.clients, g.ratio_to_streaming, marker="s", color=pal[s], label=LABELS[s])
     for ax, title in ((ax1, "reproduced (this machine)"), (ax2, "published (article 000, 2 x i2.4xlarge)")):
         ax.set_xscale("log", base=2)
+        ticks = sorted(set(a.ratios.clients) | set(ref.clients))
+        ax.set_xticks(ticks, [str(c) for c in ticks])
+        ax.minorticks_off()
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.set_xlabel("clients")
         ax.set_title(title)
@@ -366,8 +376,9 @@ def fig_catchup(a: Analysis, out: Path) -> list[Path]:
     for s in _systems(c):
         g = c[c.system == s].sort_values("clients")
         ax.plot(g.clients, g["median"], color=pal[s], ls=":", lw=1)
-    ax.set_xscale("log", base=2)
+    _clients_axis(ax, a)
     ax.set_yscale("symlog", linthresh=0.1)
+    ax.set_ylim(bottom=0)
     ax.set_xlabel("pgbench clients on the provider")
     ax.set_ylabel("seconds after the run (symlog)")
     ax.set_title("Catch-up: until a marker committed at the end of the run is applied\n"
