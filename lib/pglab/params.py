@@ -27,6 +27,21 @@ from pglab.errors import ParameterError
 M = TypeVar("M", bound=BaseModel)
 
 
+def unique_items(v: list) -> list:
+    """For list fields whose entries must not repeat (levels, systems, clients)."""
+    if len(set(v)) != len(v):
+        raise ValueError(f"duplicates in {v}")
+    return v
+
+
+def not_reserved(settings: dict, reserved: set[str], owner: str) -> dict:
+    """Server settings a study (``owner``) sets itself must not come from a profile."""
+    clash = sorted(reserved & set(settings))
+    if clash:
+        raise ValueError(f"{', '.join(clash)} are set by {owner}")
+    return settings
+
+
 def validate(model: type[M], data: dict[str, Any], source: str) -> M:
     try:
         return model.model_validate(data)

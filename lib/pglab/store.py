@@ -151,5 +151,11 @@ def latest_run(study_root: Path, statuses: tuple[str, ...] = ("complete",)) -> P
     return found
 
 
+def read_optional(folder: Path, name: str) -> str:
+    """A raw file's text, or "" when the command wrote none (e.g. no stderr)."""
+    p = Path(folder) / name
+    return p.read_text() if p.exists() else ""
+
+
 def load_manifest(run_dir: Path) -> dict[str, Any]:
     return json.loads((Path(run_dir) / MANIFEST).read_text())

@@ -43,6 +43,16 @@ def table_checksums(node: Node, dbname: str) -> dict[str, dict[str, Any]]:
     return out
 
 
+def lag_sample(lag_bytes: Any = None, lag_s: Any = None, lag_events: Any = None, *,
+               events: bool = False) -> dict[str, float | None]:
+    """One row for the lag CSV from query values (Decimal or None); ``events`` adds the events column."""
+    def num(v: Any) -> float | None:
+        return None if v is None else float(v)
+
+    row = {"lag_bytes": num(lag_bytes), "lag_s": num(lag_s)}
+    return {**row, "lag_events": num(lag_events)} if events else row
+
+
 @dataclass
 class Consistency:
     consistent: bool
@@ -98,7 +108,7 @@ class System(ABC):
 
     def lag(self) -> dict[str, float | None]:
         """One sample for the lag CSV: {"lag_bytes": ..., "lag_s": ...} (None where not known)."""
-        return {"lag_bytes": None, "lag_s": None}
+        return lag_sample()
 
     def mark(self, token: str) -> None:
         """Commit a marker on the provider: one update of pgbench_branches, replicated like any other.

@@ -17,7 +17,7 @@ from typing import Any
 
 from pglab.errors import ProcessError
 from pglab.node import SUPERUSER, Node
-from pglab.replication.base import TABLES, System, add_history_key
+from pglab.replication.base import TABLES, System, add_history_key, lag_sample
 
 PUBLICATION = "pglab_pub"
 SUBSCRIPTION = "pglab_sub"
@@ -89,10 +89,7 @@ def slot_lag(provider: Node, dbname: str, slot_where: str, args: tuple[Any, ...]
         "extract(epoch from r.replay_lag) from pg_replication_slots s "
         "left join pg_stat_replication r on r.pid = s.active_pid "
         f"where {slot_where}", args, dbname=dbname)
-    if not rows:
-        return {"lag_bytes": None, "lag_s": None}
-    b, s = rows[0]
-    return {"lag_bytes": None if b is None else float(b), "lag_s": None if s is None else float(s)}
+    return lag_sample(*rows[0]) if rows else lag_sample()
 
 
 class BuiltinLogical(System):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pglab.hosts import Host
 from pglab.node import SUPERUSER, Node
-from pglab.replication.base import TABLES, System, add_history_key
+from pglab.replication.base import TABLES, System, add_history_key, lag_sample
 
 QUEUE = "pglab_q"
 ROOT_JOB, LEAF_JOB = "pglab_root", "pglab_leaf"
@@ -134,11 +134,8 @@ class Londiste(System):
         """pgq.get_consumer_info for the leaf: age of its last tick and events not yet processed."""
         rows = self.provider.query("select extract(epoch from lag), pending_events "
                                    "from pgq.get_consumer_info(%s, %s)", (QUEUE, LEAF_JOB), dbname=self.dbname)
-        if not rows:
-            return {"lag_bytes": None, "lag_s": None, "lag_events": None}
-        seconds, events = rows[0]
-        return {"lag_bytes": None, "lag_s": None if seconds is None else float(seconds),
-                "lag_events": None if events is None else float(events)}
+        seconds, events = rows[0] if rows else (None, None)
+        return lag_sample(lag_s=seconds, lag_events=events, events=True)
 
     def teardown(self) -> None:
         """Ask the workers and pgqd to stop (SIGINT via pidfile), then stop their sessions and copies."""

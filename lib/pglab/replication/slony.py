@@ -19,7 +19,7 @@ import os
 
 from pglab.hosts import Background, Host
 from pglab.node import SUPERUSER, Node
-from pglab.replication.base import TABLES, System, add_history_key
+from pglab.replication.base import TABLES, System, add_history_key, lag_sample
 
 CLUSTER = "pglab"
 SCHEMA = f"_{CLUSTER}"
@@ -130,11 +130,8 @@ class Slony(System):
         rows = self.provider.query(
             f"select st_lag_num_events, extract(epoch from st_lag_time) from {SCHEMA}.sl_status "
             f"where st_origin = %s and st_received = %s", (PROVIDER_ID, SUBSCRIBER_ID), dbname=self.dbname)
-        if not rows:
-            return {"lag_bytes": None, "lag_s": None, "lag_events": None}
-        events, seconds = rows[0]
-        return {"lag_bytes": None, "lag_s": None if seconds is None else float(seconds),
-                "lag_events": None if events is None else float(events)}
+        events, seconds = rows[0] if rows else (None, None)
+        return lag_sample(lag_s=seconds, lag_events=events, events=True)
 
     def teardown(self) -> None:
         """Stop both slons (SIGTERM to their sessions: watchdog parent and worker)."""

@@ -16,7 +16,7 @@ import time
 
 from pglab.errors import ProcessError, UserError
 from pglab.node import SUPERUSER
-from pglab.replication.base import System
+from pglab.replication.base import System, lag_sample
 
 
 class Streaming(System):
@@ -79,7 +79,4 @@ class Streaming(System):
         rows = self.provider.query(
             "select pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn), extract(epoch from replay_lag) "
             "from pg_stat_replication where application_name = %s", (self.subscriber.name,), dbname=self.dbname)
-        if not rows:
-            return {"lag_bytes": None, "lag_s": None}
-        b, s = rows[0]
-        return {"lag_bytes": None if b is None else float(b), "lag_s": None if s is None else float(s)}
+        return lag_sample(*rows[0]) if rows else lag_sample()

@@ -24,7 +24,7 @@ import seaborn as sns
 from pglab import figures
 from pglab.pgbench_output import parse_summary
 from pglab.stats import summarise
-from pglab.store import load_manifest, write_json
+from pglab.store import load_manifest, read_optional, write_json
 from pglab.studies.logical_replication import STUDY
 from pglab.studies.logical_replication.params import SYSTEMS
 
@@ -53,11 +53,6 @@ class Analysis:
     figures: dict[str, list[Path]] = field(default_factory=dict)
 
 
-def _read(d: Path, name: str) -> str:
-    p = d / name
-    return p.read_text() if p.exists() else ""
-
-
 def _run_dirs(run_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
     out = []
     for d in sorted(p for p in run_dir.iterdir() if (p / "meta.json").exists()):
@@ -67,17 +62,18 @@ def _run_dirs(run_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
     return out
 
 
-def tidy_points(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+def tidy_points(points: list[tuple[Path, dict[str, Any]]], lag: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One row per (point, metric) for the points that succeeded; and the others with their reason."""
     rows: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
-    for d, meta in _run_dirs(run_dir):
+    max_lag = lag.dropna(subset=["lag_s"]).groupby("point").lag_s.max()
+    for d, meta in points:
         base = {"study": STUDY, "point": meta["point"], **{k: meta.get(k) for k in FACTORS}}
         if meta.get("status") != "ok":
             failed.append({**base, "status": meta.get("status"), "consistent": meta.get("consistent"),
                            "mismatched": ",".join(meta.get("mismatched") or []), "error": meta.get("error", "")})
             continue
-        s = parse_summary(_read(d, "stdout.txt"), _read(d, "stderr.txt"))
+        s = parse_summary(read_optional(d, "stdout.txt"), read_optional(d, "stderr.txt"))
         t = meta["timing"]
         tx = float(s["transactions"])
         values = {"transactions": tx, "provider_tps": float(s["tps"]), "latency_avg_ms": s.get("latency_avg_ms"),
@@ -87,9 +83,8 @@ def tidy_points(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         for name in ("steal", "idle"):
             if name in meta.get("cpu", {}):
                 values[f"cpu_{name}_share"] = meta["cpu"][name]
-        lag = _lag_frame(d)
-        if len(lag) and lag.lag_s.notna().any():
-            values["max_lag_s"] = float(lag.lag_s.max())
+        if meta["point"] in max_lag.index:
+            values["max_lag_s"] = float(max_lag[meta["point"]])
         for metric, value in values.items():
             if value is not None:
                 rows.append({**base, "metric": metric, "value": float(value), "unit": UNITS[metric]})
@@ -99,20 +94,13 @@ def tidy_points(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     return tidy, pd.DataFrame(failed, columns=fcols)
 
 
-def _lag_frame(d: Path) -> pd.DataFrame:
-    p = d / "lag.csv"
-    if not p.exists():
-        return pd.DataFrame(columns=["t_s", "phase", "lag_bytes", "lag_s", "lag_events"])
-    return pd.read_csv(p)
-
-
-def lag_table(run_dir: Path) -> pd.DataFrame:
-    """Every lag sample of every successful point, with its point's factors."""
+def lag_table(points: list[tuple[Path, dict[str, Any]]]) -> pd.DataFrame:
+    """Every lag sample of every successful point, with its point's factors (each lag.csv read once)."""
     frames = []
-    for d, meta in _run_dirs(run_dir):
-        if meta.get("status") != "ok":
+    for d, meta in points:
+        if meta.get("status") != "ok" or not (d / "lag.csv").exists():
             continue
-        lag = _lag_frame(d)
+        lag = pd.read_csv(d / "lag.csv")
         if len(lag):
             frames.append(lag.assign(point=meta["point"], system=meta["system"], clients=meta["clients"],
                                      rep=meta["rep"]))
@@ -247,7 +235,9 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     run_dir, derived, figs = Path(run_dir), Path(derived_dir), Path(figures_dir)
     derived.mkdir(parents=True, exist_ok=True)
     manifest = load_manifest(run_dir)
-    tidy, failed = tidy_points(run_dir)
+    points = _run_dirs(run_dir)
+    lag = lag_table(points)
+    tidy, failed = tidy_points(points, lag)
     if tidy.empty:
         raise ValueError(f"{run_dir}: no successful measurement to analyze ({len(failed)} failed points)")
     summary = summarise(tidy, ["system", "clients", "metric", "unit"])
@@ -255,7 +245,6 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     systems = system_table(manifest, tidy, failed)
     cores = manifest.get("hosts", {}).get(manifest["parameters"].get("host", "local"), {}).get("cores")
     comparison = compare(ratios, Path(reference_dir), cores)
-    lag = lag_table(run_dir)
     metrics = headline(summary, ratios, systems, manifest, len(failed))
     tidy.to_csv(derived / "points.csv", index=False, float_format="%.6g")
     summary.to_csv(derived / "summary.csv", index=False, float_format="%.6g")

@@ -224,9 +224,9 @@ class Pair:
                     node.host.remove_tree(node.data_dir)
 
 
-def _system_block(s: Session, store: RunStore, p: Params, name: str, points: list[Any], bar: tqdm,
+def _system_block(s: Session, store: RunStore, p: Params, name: str, points: list[Planned], bar: tqdm,
                   clock: dict[str, float], on_run: RunHook | None) -> None:
-    info: dict[str, Any] = {"status": "measured", "options": p.options(name), "generations": 0, "daemons": []}
+    info: dict[str, Any] = {"status": "measured", "options": p.options(name), "generations": 0}
     store.manifest["systems"][name] = info
     pair: Pair | None = None
     remaining = list(points)
@@ -251,8 +251,6 @@ def _system_block(s: Session, store: RunStore, p: Params, name: str, points: lis
                         _count(store, "failed", bar)
                     return
                 clock["setup_s"] += time.monotonic() - t0
-                assert pair.system is not None
-                info["daemons"] += pair.system.daemons()
                 store.save()
             planned = remaining.pop(0)
             bar.set_postfix_str(planned.id)

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, field_validator
 
+from pglab.params import not_reserved, unique_items
+
 SystemName = Literal["streaming", "builtin", "pglogical", "slony", "londiste"]
 SYSTEMS: tuple[str, ...] = ("streaming", "builtin", "pglogical", "slony", "londiste")
 # Settings the study or a system sets itself; a profile must not fight it over them.
@@ -56,17 +58,12 @@ class Params(BaseModel):
     @field_validator("systems", "clients")
     @classmethod
     def _unique(cls, v: list) -> list:
-        if len(set(v)) != len(v):
-            raise ValueError(f"duplicates in {v}")
-        return v
+        return unique_items(v)
 
     @field_validator("server_settings")
     @classmethod
     def _not_reserved(cls, v: dict) -> dict:
-        clash = sorted(RESERVED & set(v))
-        if clash:
-            raise ValueError(f"{', '.join(clash)} are set by the study or the replication systems")
-        return v
+        return not_reserved(v, RESERVED, "the study or the replication systems")
 
     def max_connections(self) -> int:
         """The largest client count plus the systems' own sessions (slon, londiste, walsenders, ours)."""

@@ -20,7 +20,7 @@ from pglab import figures
 from pglab.fsync_output import parse_pg_test_fsync
 from pglab.pgbench_output import parse_init, parse_summary
 from pglab.stats import summarise
-from pglab.store import load_manifest, write_json
+from pglab.store import load_manifest, read_optional, write_json
 from pglab.studies.synchronous_commit import STUDY
 from pglab.studies.synchronous_commit.params import LEVELS
 
@@ -44,11 +44,6 @@ class Analysis:
     figures: dict[str, list[Path]] = field(default_factory=dict)
 
 
-def _read(d: Path, name: str) -> str:
-    p = d / name
-    return p.read_text() if p.exists() else ""
-
-
 def tidy_points(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One row per (point, metric) for the points that succeeded; and the failed points."""
     rows: list[dict[str, Any]] = []
@@ -61,14 +56,14 @@ def tidy_points(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         if meta.get("status") != "ok":
             failed.append({**base, "status": meta.get("status"), "error": meta.get("error", "")})
             continue
-        s = parse_summary(_read(d, "stdout.txt"), _read(d, "stderr.txt"))
+        s = parse_summary(read_optional(d, "stdout.txt"), read_optional(d, "stderr.txt"))
         node = "primary" if meta["kind"] == "write" else "standby"
         for metric, unit in (("tps", "tx/s"), ("latency_avg_ms", "ms"), ("transactions", "tx"),
                              ("failed", "tx")):
             if s.get(metric) is not None:
                 rows.append({**base, "node": node, "metric": metric, "value": float(s[metric]), "unit": unit})
         if (d / "primary_stdout.txt").exists():
-            w = parse_summary(_read(d, "primary_stdout.txt"), _read(d, "primary_stderr.txt"))
+            w = parse_summary(read_optional(d, "primary_stdout.txt"), read_optional(d, "primary_stderr.txt"))
             rows.append({**base, "node": "primary", "metric": "tps", "value": float(w["tps"]), "unit": "tx/s"})
     cols = ["study", "point", *FACTORS, "node", "metric", "value", "unit"]
     tidy = pd.DataFrame(rows, columns=cols).sort_values(["point", "node", "metric"], kind="stable")
@@ -156,7 +151,7 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     if (run_dir / "fsync" / "stdout.txt").exists() and json.loads((run_dir / "fsync" / "meta.json").read_text())[
             "status"] == "ok":
         fsync = parse_pg_test_fsync((run_dir / "fsync" / "stdout.txt").read_text())
-    init = parse_init(_read(run_dir / "init", "stderr.txt")) if (run_dir / "init").exists() else {}
+    init = parse_init(read_optional(run_dir / "init", "stderr.txt")) if (run_dir / "init").exists() else {}
     same_machine = len(manifest.get("hosts", {})) <= 1
     comparison = compare(ratios, summary, Path(reference_dir), fsync, same_machine)
     metrics = headline(summary, ratios, fsync, init, manifest, len(failed))

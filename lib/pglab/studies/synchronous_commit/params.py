@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
+from pglab.params import not_reserved, unique_items
+
 Level = Literal["off", "local", "remote_write", "on", "remote_apply"]
 LEVELS: tuple[str, ...] = ("off", "local", "remote_write", "on", "remote_apply")
 # Settings the study sets itself; a profile must not fight it over them.
@@ -44,17 +46,12 @@ class Params(BaseModel):
     @field_validator("levels", "clients")
     @classmethod
     def _unique(cls, v: list) -> list:
-        if len(set(v)) != len(v):
-            raise ValueError(f"duplicates in {v}")
-        return v
+        return unique_items(v)
 
     @field_validator("server_settings")
     @classmethod
     def _not_reserved(cls, v: dict) -> dict:
-        clash = sorted(RESERVED & set(v))
-        if clash:
-            raise ValueError(f"{', '.join(clash)} are set by the study itself")
-        return v
+        return not_reserved(v, RESERVED, "the study itself")
 
     @model_validator(mode="after")
     def _same_host(self) -> Params:
