@@ -115,7 +115,7 @@ def test_bad_parameters_name_the_key_and_start_nothing(tmp_path: Path, inventory
                         data_root=tmp_path, inventory=inventory, progress=False)
     text = str(exc.value)
     assert "systems.1" in text and "catchup_poll_s" in text and "wal_level" in text
-    assert not (tmp_path / "raw").exists()
+    assert not (tmp_path / "raw").exists() and not (tmp_path / "runs").exists()
 
 
 def test_exception_mid_run_stops_servers_and_daemons(tmp_path: Path, inventory: Inventory) -> None:
@@ -134,7 +134,7 @@ def test_exception_mid_run_stops_servers_and_daemons(tmp_path: Path, inventory: 
     assert any("pgqd" in c for c in seen["daemons"].values())  # they were running
     assert any("londiste" in c and "worker" in c for c in seen["daemons"].values())
     assert not processes_mentioning(ws), processes_mentioning(ws)
-    m = json.loads(next(tmp_path.glob("raw/*/*/manifest.json")).read_text())
+    m = json.loads(next(tmp_path.glob("runs/*/*/manifest.json")).read_text())
     assert m["status"] == "failed" and len(m["processes"]) == 3
     subprocess.run(["rm", "-rf", ws])
 
@@ -154,10 +154,10 @@ def test_sigterm_mid_run_stops_servers_and_daemons(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-c", STUDY_SCRIPT, str(pfile), str(tmp_path)], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and not list(tmp_path.glob("raw/*/*/slony-c*")):
+    while time.monotonic() < deadline and not list(tmp_path.glob("runs/*/*/slony-c*")):
         time.sleep(0.2)  # wait until a measurement is running
     time.sleep(1)
-    manifest_path = next(tmp_path.glob("raw/*/*/manifest.json"))
+    manifest_path = next(tmp_path.glob("runs/*/*/manifest.json"))
     ws = json.loads(manifest_path.read_text())["workspaces"]["local"]
     running = processes_mentioning(ws)
     assert len(postgres_pids(ws)) == 2 and sum("slon -s" in c for c in running.values()) >= 2, running

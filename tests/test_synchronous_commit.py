@@ -69,7 +69,7 @@ def test_bad_parameters_name_the_key_and_start_nothing(tmp_path: Path) -> None:
         collect.collect(tiny(clients=[50], server_settings={"max_connections": 20}), data_root=tmp_path,
                         progress=False)
     assert workspaces() == before  # no server folder was even created
-    assert not (tmp_path / "raw").exists()  # nothing started, nothing written
+    assert not (tmp_path / "raw").exists() and not (tmp_path / "runs").exists()  # nothing started, nothing written
 
 
 def test_cli_rejects_bad_params_file(tmp_path: Path) -> None:
@@ -80,14 +80,33 @@ def test_cli_rejects_bad_params_file(tmp_path: Path) -> None:
     assert res.returncode == 2 and "clients.0" in res.stderr and "Traceback" not in res.stderr
 
 
+PASSWORDS: list[str] = []  # every password the smoke run generated (see smoke_run)
+
+
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One small run; the passwords its workspaces generated are kept so tests can search for them."""
+    import secrets
+
+    real = secrets.token_urlsafe
+
+    def recording(n: int | None = None) -> str:
+        value = real(n)
+        PASSWORDS.append(value)
+        return value
+
     data = tmp_path_factory.mktemp("data")
-    return collect.collect(tiny(levels=["on", "remote_write", "local", "off"], clients=[1, 2],
-                                fsync_test_seconds=1), data_root=data, profile="test", progress=False)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(secrets, "token_urlsafe", recording)
+        return collect.collect(tiny(levels=["on", "remote_write", "local", "off"], clients=[1, 2],
+                                    fsync_test_seconds=1), data_root=data, profile="test", progress=False)
 
 
-def test_collect_writes_raw_first_and_keeps_earlier_runs(smoke_run: Path) -> None:
+def files_containing(root: Path, text: str) -> list[str]:
+    return [str(p) for p in root.rglob("*") if p.is_file() and text.encode() in p.read_bytes()]
+
+
+def test_collect_writes_raw_first(smoke_run: Path) -> None:
     manifest = json.loads((smoke_run / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["points"]["failed"] == 0
     assert manifest["points"]["ok"] == manifest["points"]["total"] == 8 + 8
@@ -100,9 +119,31 @@ def test_collect_writes_raw_first_and_keeps_earlier_runs(smoke_run: Path) -> Non
     assert "tps = " in (point / "stdout.txt").read_text()
     loaded = next(smoke_run.glob("read-loaded-*"))
     assert (loaded / "primary_stdout.txt").exists()  # the primary's load, measured beside the reads
-    # the run's password is nowhere in the raw data
-    assert not subprocess.run(["grep", "-rqi", "password =", str(smoke_run)]).returncode == 0
     assert (smoke_run / "logs" / "primary.log").exists()
+
+
+def test_the_password_is_in_no_file_of_the_run(smoke_run: Path, tmp_path: Path) -> None:
+    assert PASSWORDS, "the run generated no password?"
+    analyze.analyze(smoke_run, tmp_path / "derived", tmp_path / "figures", REPO / "data/reference")
+    for pw in PASSWORDS:
+        assert not files_containing(smoke_run, pw), "password in the raw run"
+        assert not files_containing(tmp_path, pw), "password in derived tables or figures"
+
+
+def test_a_second_run_keeps_the_first(smoke_run: Path) -> None:
+    """Runs are archived side by side; publishing the new one replaces only the pipeline's copy."""
+    from pglab.store import pipeline_dir, publish
+
+    data = smoke_run.parents[2]
+    before = {p: p.read_bytes() for p in smoke_run.rglob("*") if p.is_file()}
+    publish(smoke_run, pipeline_dir(data, "synchronous_commit"))
+    second = collect.collect(tiny(levels=["on"], clients=[1], standby_read_runs=0), data_root=data,
+                             profile="test", progress=False)
+    publish(second, pipeline_dir(data, "synchronous_commit"))
+    assert second.parent == smoke_run.parent and second != smoke_run
+    assert {p: p.read_bytes() for p in smoke_run.rglob("*") if p.is_file()} == before  # untouched, byte for byte
+    published = json.loads((pipeline_dir(data, "synchronous_commit") / "manifest.json").read_text())
+    assert published["run_id"] == second.name
 
 
 def test_analyze_is_deterministic(smoke_run: Path, tmp_path: Path) -> None:
@@ -120,9 +161,22 @@ def test_analyze_is_deterministic(smoke_run: Path, tmp_path: Path) -> None:
     a = outs[0]
     assert set(a.tidy.level) == {"on", "remote_write", "local", "off"}
     assert (a.tidy.value[a.tidy.metric == "tps"] > 0).all()
-    assert set(a.comparison.verdict) <= {"held", "did not hold", "direction held, size differs",
-                                         "not measurable here (level not run)"}
+    for _, row in a.comparison.iterrows():  # each verdict follows from its two numbers
+        if row.claim in BANDS:
+            lo, hi = BANDS[row.claim]
+            assert (row.verdict == "held") == (lo <= row.reproduced / row.published <= hi), row.to_dict()
     assert a.metrics["ratio_to_on"]["off"] > 0 and a.metrics["fdatasync_ops_s"] > 0
+
+
+BANDS = {"remote_write is about 1.2x on": (0.8, 1.25), "local is about 1.5x on": (0.8, 1.25),
+         "off is an order of magnitude faster than on (slow disk)": (0.5, 2.0)}
+
+
+@pytest.mark.parametrize(("ours", "published", "verdict"), [
+    (1.2, 1.2, "held"), (1.45, 1.2, "held"), (1.55, 1.2, "direction held, size differs"),
+    (0.9, 1.2, "did not hold"), (2.4, 23.0, "direction held, size differs"), (float("nan"), 1.2, "not measurable")])
+def test_verdict_rules(ours: float, published: float, verdict: str) -> None:
+    assert analyze._verdict(ours, published, 0.8, 1.25).startswith(verdict)
 
 
 def test_failed_point_is_kept_and_excluded(smoke_run: Path, tmp_path: Path) -> None:
@@ -154,16 +208,16 @@ def test_no_server_left_after_a_signal(tmp_path: Path, sig: int) -> None:
     proc = subprocess.Popen([sys.executable, "-c", STUDY_SCRIPT, str(pfile), str(tmp_path)], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not list(tmp_path.glob("raw/*/*/write-*")):
+    while time.monotonic() < deadline and not list(tmp_path.glob("runs/*/*/write-*")):
         time.sleep(0.2)  # wait until a measurement is running
-    ws = json.loads(next(tmp_path.glob("raw/*/*/manifest.json")).read_text())["workspaces"]["local"]
+    ws = json.loads(next(tmp_path.glob("runs/*/*/manifest.json")).read_text())["workspaces"]["local"]
     assert len(postgres_pids(ws)) == 2, "primary and standby should be running by now"
     os.kill(proc.pid, sig)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode != 0
     assert not postgres_pids(ws), err
     subprocess.run(["rm", "-rf", ws])
-    manifest = json.loads(next(tmp_path.glob("raw/*/*/manifest.json")).read_text())
+    manifest = json.loads(next(tmp_path.glob("runs/*/*/manifest.json")).read_text())
     assert manifest["status"] == "interrupted"
     assert "raw files kept" in err
 
@@ -175,18 +229,18 @@ def test_cleanup_command_after_sigkill(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-c", STUDY_SCRIPT, str(pfile), str(tmp_path)], cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not list(tmp_path.glob("raw/*/*/write-*")):
+    while time.monotonic() < deadline and not list(tmp_path.glob("runs/*/*/write-*")):
         time.sleep(0.2)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    ws = json.loads(next(tmp_path.glob("raw/*/*/manifest.json")).read_text())["workspaces"]["local"]
+    ws = json.loads(next(tmp_path.glob("runs/*/*/manifest.json")).read_text())["workspaces"]["local"]
     assert len(postgres_pids(ws)) == 2
     res = subprocess.run([sys.executable, "-m", "pglab.cli", "cleanup", "--data-root", str(tmp_path)],
                          capture_output=True, text=True, cwd=REPO, timeout=120)
     assert res.returncode == 0 and "stopped node primary" in res.stdout, res.stdout + res.stderr
     time.sleep(0.5)
     assert not postgres_pids(ws)
-    manifest = json.loads(next(tmp_path.glob("raw/*/*/manifest.json")).read_text())
+    manifest = json.loads(next(tmp_path.glob("runs/*/*/manifest.json")).read_text())
     assert manifest["status"] == "killed"
     for base in manifest["workspaces"].values():
         subprocess.run(["rm", "-rf", base])

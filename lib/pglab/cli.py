@@ -29,23 +29,28 @@ def _params(study: str, params_file: str | None, profile: str | None):
 
 
 def cmd_collect(a: argparse.Namespace) -> int:
+    from pglab.store import pipeline_dir, publish
     from pglab.studies import module
 
     name, p, inventory = _params(a.study, a.params, a.profile)
     run = module(a.study, "collect").collect(p, data_root=a.data_root, profile=name, inventory=inventory,
                                              progress=not a.quiet)
-    print(run)
+    publish(run, pipeline_dir(a.data_root, a.study))
+    print(f"run archived in {run}; the pipeline's copy is {pipeline_dir(a.data_root, a.study)}")
     return 0
 
 
 def cmd_analyze(a: argparse.Namespace) -> int:
-    from pglab.store import latest_run
+    from pglab.store import analysis_run
     from pglab.studies import module
 
     root = Path(a.data_root)
-    run = Path(a.run) if a.run else latest_run(root / "raw" / a.study)
+    run = Path(a.run) if a.run else analysis_run(root, a.study)
     if run is None:
-        raise UserError(f"no complete run of {a.study} under {root / 'raw' / a.study}: run `pglab collect` first")
+        raise UserError(f"no complete run of {a.study} under {root / 'raw' / a.study} or {root / 'runs' / a.study}: "
+                        "run `pglab collect` (or `dvc pull`) first")
+    if not (run / "manifest.json").exists():
+        raise UserError(f"{run} is not a pglab run folder (no manifest.json)")
     result = module(a.study, "analyze").analyze(run, root / "derived" / a.study, Path(a.figures) / a.study,
                                                 Path(a.reference))
     print(json.dumps(result.metrics, indent=2))
@@ -106,7 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     ap = argparse.ArgumentParser(prog="pglab", description=__doc__.splitlines()[0] if __doc__ else None)
     sub = ap.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("collect", help="run a study's measurements into data/raw/<study>/<run-id>/")
+    c = sub.add_parser("collect", help="run a study's measurements into data/runs/<study>/<run-id>/ "
+                                       "(kept for good) and copy the run to data/raw/<study>/ (the pipeline's)")
     c.add_argument("study", choices=STUDIES)
     c.add_argument("--profile", help="profile of the params file (default: its `profile:` key)")
     c.add_argument("--params", help="params file (default params/<study>.yaml)")
@@ -115,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(func=cmd_collect)
     z = sub.add_parser("analyze", help="derived tables, metrics and figures from a raw run")
     z.add_argument("study", choices=STUDIES)
-    z.add_argument("--run", help="raw run folder (default: the newest complete run)")
+    z.add_argument("--run", help="raw run folder (default: data/raw/<study>, else the newest complete archived run)")
     z.add_argument("--data-root", default="data")
     z.add_argument("--figures", default="figures")
     z.add_argument("--reference", default="data/reference")

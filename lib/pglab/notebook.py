@@ -1,43 +1,108 @@
-"""What a study notebook calls: parameters in, an ``Analysis`` out. Keeps notebooks thin."""
+"""What a study notebook calls: its variables in, an ``Analysis`` out. Keeps notebooks thin.
+
+A notebook's parameters cell has the run-level keys (``profile``, ``collect``, ``data_root``,
+``figures_root``, ``inventory``) and one line per study parameter whose default is ``None``: "the
+profile's value". So ``papermill -p profile quick`` runs the quick profile's values, and
+``-p repetitions 5`` overrides one value of it. papermill only warns about a name the notebook does
+not declare and injects it anyway, so the library refuses every name it does not know, naming the
+nearest known one, before anything starts.
+"""
 
 from __future__ import annotations
 
-import tempfile
+import difflib
+import sys
+import types
+import typing
 from pathlib import Path
 from typing import Any
 
-from pglab.errors import UserError
+from pglab.errors import ParameterError, UserError
 from pglab.inventory import load_inventory
+from pglab.params import profile_values
 from pglab.paths import repo_root
-from pglab.store import latest_run
+from pglab.store import analysis_run, archive_dir, pipeline_dir, publish
 from pglab.studies import module
 
+# The run-level parameters every study notebook declares (besides the study's own).
+RUN_KEYS = ("profile", "collect", "data_root", "figures_root", "inventory")
+# Where a notebook run as stored keeps its data: inside the checkout, ignored by git and DVC.
+INTERACTIVE_ROOT = "data/interactive"
 
-def study_values(study: str, namespace: dict[str, Any]) -> dict[str, Any]:
-    """The study parameters among a notebook's variables (the model's fields, nothing else)."""
-    fields = module(study, "params").Params.model_fields
-    return {k: namespace[k] for k in fields if k in namespace}
 
-
-def _resolve(path: str, root: Path) -> Path:
+def _resolve(path: str | Path, root: Path) -> Path:
     p = Path(path)
     return p if p.is_absolute() else root / p
 
 
-def run(study: str, values: dict[str, Any], *, profile: str, collect: bool, data_root: str = "",
-        figures_root: str = "", inventory: str = "", progress: bool = True) -> Any:
-    """Collect (optionally) then analyze; relative paths are relative to the checkout."""
+def _user_names(namespace: dict[str, Any]) -> set[str]:
+    """Names the user (or papermill's injected cell) assigned: not IPython's own, not imports or functions."""
+    hidden: set[str] = set()
+    ipython = sys.modules.get("IPython")
+    if ipython is not None:
+        shell = ipython.get_ipython()
+        if shell is not None:
+            hidden = set(shell.user_ns_hidden)
+    return {k for k, v in namespace.items()
+            if not k.startswith("_") and k not in hidden
+            and not isinstance(v, (types.ModuleType, type)) and not callable(v)}
+
+
+def _is_container(annotation: Any) -> bool:
+    """True for list / dict / nested-model fields: values papermill's ``-p`` cannot express."""
+    for t in (annotation, *typing.get_args(annotation)):
+        origin = typing.get_origin(t) or t
+        if origin in (list, dict, tuple) or (isinstance(origin, type) and hasattr(origin, "model_fields")):
+            return True
+    return False
+
+
+def parameters(study: str, namespace: dict[str, Any], root: Path | None = None
+               ) -> tuple[str, dict[str, Any], dict[str, Any], str | None]:
+    """(profile name, the values to run, the overridden ones, the inventory the params file names).
+
+    Raises ParameterError for a name the notebook does not know, a profile the params file does not
+    have, or a list given as text (``papermill -p``).
+    """
+    root = root or repo_root()
+    fields = module(study, "params").Params.model_fields
+    known = set(fields) | set(RUN_KEYS)
+    problems = []
+    for name in sorted(_user_names(namespace) - known):
+        near = difflib.get_close_matches(name, sorted(known), n=1)
+        problems.append(f"{name}: unknown parameter" + (f" (did you mean {near[0]!r}?)" if near else "")
+                        + f"; known: {', '.join(sorted(known))}")
+    overrides = {k: namespace[k] for k in fields if namespace.get(k) is not None}
+    for name, value in overrides.items():
+        if isinstance(value, str) and _is_container(fields[name].annotation):
+            problems.append(f"{name}: got the text {value!r}; papermill's -p passes text, so give lists and "
+                            f"dicts with -y, e.g. -y '{name}: [1, 4]'")
+    source = f"notebooks/{study}.ipynb parameters"
+    if problems:
+        raise ParameterError(source, problems)
+    profile = str(namespace.get("profile") or "")
+    name, values, inventory = profile_values(root / "params" / f"{study}.yaml", profile or None)
+    return name, {**values, **overrides}, overrides, inventory
+
+
+def run(study: str, namespace: dict[str, Any], *, progress: bool = True) -> Any:
+    """Validate the notebook's parameters, collect (when asked), then analyze; returns the Analysis."""
     root = repo_root()
-    data = _resolve(data_root, root) if data_root else Path(tempfile.mkdtemp(prefix=f"pglab-{study}-"))
-    figs = _resolve(figures_root, root) if figures_root else data / "figures"
-    inv = load_inventory(_resolve(inventory, root) if inventory else None)
-    if collect:
-        run_dir = module(study, "collect").collect(values, data_root=data, profile=profile, inventory=inv,
+    profile, values, overrides, inv_default = parameters(study, namespace, root)
+    data = _resolve(namespace.get("data_root") or INTERACTIVE_ROOT, root)
+    figs = _resolve(namespace["figures_root"], root) if namespace.get("figures_root") else data / "figures"
+    inventory_path = namespace.get("inventory") or inv_default or "params/hosts.yaml"
+    inv = load_inventory(_resolve(inventory_path, root))
+    if namespace.get("collect", True):
+        label = profile + ("+" + ",".join(sorted(overrides)) if overrides else "")
+        print(f"pglab: {study}, profile {label}; raw data goes to {archive_dir(data, study)}")
+        run_dir = module(study, "collect").collect(values, data_root=data, profile=label, inventory=inv,
                                                    progress=progress)
-    else:
-        run_dir = latest_run(data / "raw" / study)
-        if run_dir is None:
-            raise UserError(f"collect=False but there is no complete run under {data / 'raw' / study}")
+        publish(run_dir, pipeline_dir(data, study))
+    run_dir = analysis_run(data, study)
+    if run_dir is None:
+        raise UserError(f"collect=False but there is no run under {pipeline_dir(data, study)} or "
+                        f"{archive_dir(data, study)}: run `pglab collect {study}` or `dvc pull` first")
     return module(study, "analyze").analyze(run_dir, data / "derived" / study, figs / study,
                                             root / "data" / "reference")
 

@@ -40,3 +40,31 @@ def summarise(df: pd.DataFrame, by: list[str], value: str = "value") -> pd.DataF
                      "n": len(group), "mean": group[value].mean(), "min": group[value].min(),
                      "max": group[value].max()})
     return pd.DataFrame(rows)
+
+
+def interval_caption(summary: pd.DataFrame, unit: str = "runs") -> str:
+    """What a figure's error bars are, said only when they are drawn: "median of 1 run (no interval)",
+    "median and range of 2-3 runs", "median and 95% order-statistic interval of 8 runs"."""
+    if summary.empty:
+        return "no measurement"
+    methods = set(summary.ci_method)
+    lo, hi = int(summary.n.min()), int(summary.n.max())
+    n = f"{lo}" if lo == hi else f"{lo}-{hi}"
+    if methods <= {"single", "none"}:
+        return f"1 {unit.replace('runs', 'run', 1)} each (no interval)"
+    if methods <= {"order-statistic"}:
+        return f"median and 95% order-statistic interval of {n} {unit}"
+    if "order-statistic" not in methods:
+        return f"median and range (min-max, not a 95% interval) of {n} {unit}"
+    return f"median and interval of {n} {unit} (95% order-statistic where n >= 6, else min-max range)"
+
+
+def lines_table(long: pd.DataFrame, x: str, group: str, y: str, order: list[str]) -> pd.DataFrame:
+    """One column per line (level, system) against ``x``: what `dvc plots` draws one line per column from.
+
+    Every name in ``order`` gets a column (empty where it was not measured), so the plot declaration
+    in dvc.yaml holds for every run.
+    """
+    wide = long.pivot(index=x, columns=group, values=y).reindex(columns=order)
+    wide.columns.name = None
+    return wide.reset_index()

@@ -1,12 +1,13 @@
 """The raw run store: every invocation's exact command and output, written before any parsing.
 
-Layout (DESIGN.md "Data contract")::
+Layout::
 
-    data/raw/<study>/<run-id>/manifest.json
-    data/raw/<study>/<run-id>/<point-id>/{meta.json,command.txt,stdout.txt,stderr.txt,exit_code,...}
+    data/runs/<study>/<run-id>/manifest.json          every run ever collected (the archive)
+    data/runs/<study>/<run-id>/<point-id>/{meta.json,command.txt,stdout.txt,stderr.txt,exit_code,...}
+    data/raw/<study>/                                  a copy of the run the DVC pipeline analyzes
 
 A run id is a UTC timestamp plus a random suffix and a run folder is created with ``exist_ok=False``:
-a new run can never overwrite or delete an earlier one.
+a new run can never overwrite or delete an earlier one, and no DVC or git command touches the archive.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -159,3 +161,56 @@ def read_optional(folder: Path, name: str) -> str:
 
 def load_manifest(run_dir: Path) -> dict[str, Any]:
     return json.loads((Path(run_dir) / MANIFEST).read_text())
+
+
+# -- the archive and the pipeline's run ------------------------------------------------------------
+# Every run `pglab collect` writes goes to the archive, data/runs/<study>/<run-id>/, which no DVC
+# command and no git command ever touches. The pipeline's run, data/raw/<study>/, is a copy of one
+# archived run: DVC tracks it (collect's output), restores it on checkout and ships it in a remote.
+# So `dvc checkout`, `dvc exp apply` or `git checkout` can replace data/raw/<study>, but a run, once
+# written, stays in the archive.
+
+
+def archive_dir(data_root: str | Path, study: str) -> Path:
+    return Path(data_root) / "runs" / study
+
+
+def pipeline_dir(data_root: str | Path, study: str) -> Path:
+    return Path(data_root) / "raw" / study
+
+
+def publish(run_dir: Path, dest: Path) -> Path:
+    """Make ``dest`` a copy of ``run_dir`` (whole, via a rename); what was there is archived first."""
+    run_dir, dest = Path(run_dir), Path(dest)
+    archive = run_dir.parent
+    _archive_previous(dest, archive)
+    tmp = dest.with_name(f".{dest.name}.publishing-{uuid.uuid4().hex[:6]}")
+    shutil.copytree(run_dir, tmp, symlinks=True)
+    old = dest.with_name(f".{dest.name}.old-{uuid.uuid4().hex[:6]}")
+    if dest.exists():
+        os.replace(dest, old)
+    os.replace(tmp, dest)
+    if old.exists():
+        shutil.rmtree(old)
+    return dest
+
+
+def _archive_previous(dest: Path, archive: Path) -> None:
+    """A pipeline folder holds copies, but never lose one whose original is not archived (older layouts)."""
+    if not dest.exists():
+        return
+    candidates = [dest] if (dest / MANIFEST).exists() else [p for p in dest.iterdir() if (p / MANIFEST).exists()]
+    for run in candidates:
+        run_id = load_manifest(run).get("run_id") or run.name
+        target = archive / run_id
+        if not target.exists():
+            archive.mkdir(parents=True, exist_ok=True)
+            shutil.copytree(run, target, symlinks=True)
+
+
+def analysis_run(data_root: str | Path, study: str) -> Path | None:
+    """The run analysis reads: the pipeline's run if there is one, else the newest complete archived run."""
+    pipeline = pipeline_dir(data_root, study)
+    if (pipeline / MANIFEST).exists():
+        return pipeline
+    return latest_run(archive_dir(data_root, study))

@@ -23,7 +23,7 @@ import seaborn as sns
 
 from pglab import figures
 from pglab.pgbench_output import parse_summary
-from pglab.stats import summarise
+from pglab.stats import interval_caption, lines_table, summarise
 from pglab.store import load_manifest, read_optional, write_json
 from pglab.studies.logical_replication import STUDY
 from pglab.studies.logical_replication.params import SYSTEMS
@@ -249,6 +249,8 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     tidy.to_csv(derived / "points.csv", index=False, float_format="%.6g")
     summary.to_csv(derived / "summary.csv", index=False, float_format="%.6g")
     ratios.to_csv(derived / "ratios.csv", index=False, float_format="%.6g")
+    lines_table(ratios, "clients", "system", "ratio_to_streaming", list(SYSTEMS)).to_csv(
+        derived / "ratio_lines.csv", index=False, float_format="%.6g")
     systems.to_csv(derived / "systems.csv", index=False)
     comparison.to_csv(derived / "comparison.csv", index=False, float_format="%.6g")
     failed.to_csv(derived / "failed_points.csv", index=False)
@@ -327,9 +329,9 @@ def fig_sustainable(a: Analysis, out: Path) -> list[Path]:
         ax.set_title(title, fontsize=11)
     ax1.set_ylabel("tps")
     ax1.legend(fontsize=8)
-    n = int(a.manifest["parameters"]["repetitions"])
-    fig.suptitle(f"Write throughput a subscriber can sustain, per replication system (median, interval over {n} "
-                 f"runs of {a.manifest['parameters']['run_seconds']} s; dots: runs)")
+    caption = interval_caption(a.summary[a.summary.metric == "sustainable_tps"],
+                               f"runs of {a.manifest['parameters']['run_seconds']} s")
+    fig.suptitle(f"Write throughput a subscriber can sustain, per replication system ({caption}; dots: runs)")
     return figures.save(fig, out, "sustainable_tps")
 
 

@@ -37,7 +37,7 @@ from pglab.replication.measure import run_and_catch_up
 from pglab.replication.pglogical import Pglogical
 from pglab.replication.slony import Slony
 from pglab.replication.streaming import Streaming
-from pglab.store import Point, RunStore
+from pglab.store import Point, RunStore, archive_dir
 from pglab.studies.logical_replication import STUDY
 from pglab.studies.logical_replication.params import Params
 
@@ -98,11 +98,11 @@ def check(p: Params, inventory: Inventory) -> dict[str, str]:
 
 def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: str = "custom",
             inventory: Inventory | None = None, progress: bool = True, on_run: RunHook | None = None) -> Path:
-    """Run the study; returns the raw run folder (``data_root``/raw/logical_replication/<run-id>)."""
+    """Run the study; returns the raw run folder (``data_root``/runs/logical_replication/<run-id>)."""
     p = params if isinstance(params, Params) else validate(Params, params, f"{STUDY} parameters")
     inventory = inventory or Inventory()
     skipped = check(p, inventory)
-    store = RunStore(Path(data_root) / "raw" / STUDY, STUDY, profile, p.model_dump())
+    store = RunStore(archive_dir(data_root, STUDY), STUDY, profile, p.model_dump())
     started = time.monotonic()
     clock = {"measure_s": 0.0, "setup_s": 0.0, "reset_s": 0.0, "verify_s": 0.0}
     store.manifest["systems"] = {name: {"status": "skipped", "reason": why} for name, why in skipped.items()}

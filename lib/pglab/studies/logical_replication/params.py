@@ -16,7 +16,7 @@ RESERVED = {"port", "listen_addresses", "unix_socket_directories", "primary_conn
 
 
 class SlonyTiming(BaseModel):
-    """slon's -s / -t (FACTS.md: the defaults left the subscriber 21 s behind a 10 s run)."""
+    """slon's -s / -t (measured here: the defaults left the subscriber 21 s behind a 10 s run)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -25,7 +25,7 @@ class SlonyTiming(BaseModel):
 
 
 class LondisteTiming(BaseModel):
-    """PgQ's ticker and the workers' loop (FACTS.md: the 60 s idle ticker made the copy take 153 s)."""
+    """PgQ's ticker and the workers' loop (measured here: the 60 s idle ticker made the copy take 153 s)."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -19,7 +19,7 @@ import seaborn as sns
 from pglab import figures
 from pglab.fsync_output import parse_pg_test_fsync
 from pglab.pgbench_output import parse_init, parse_summary
-from pglab.stats import summarise
+from pglab.stats import interval_caption, lines_table, summarise
 from pglab.store import load_manifest, read_optional, write_json
 from pglab.studies.synchronous_commit import STUDY
 from pglab.studies.synchronous_commit.params import LEVELS
@@ -67,7 +67,16 @@ def tidy_points(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
             rows.append({**base, "node": "primary", "metric": "tps", "value": float(w["tps"]), "unit": "tx/s"})
     cols = ["study", "point", *FACTORS, "node", "metric", "value", "unit"]
     tidy = pd.DataFrame(rows, columns=cols).sort_values(["point", "node", "metric"], kind="stable")
-    return tidy.reset_index(drop=True), pd.DataFrame(failed, columns=["study", "point", *FACTORS, "status", "error"])
+    failed_df = pd.DataFrame(failed, columns=["study", "point", *FACTORS, "status", "error"])
+    return _int_clients(tidy.reset_index(drop=True)), _int_clients(failed_df)
+
+
+def _int_clients(df: pd.DataFrame) -> pd.DataFrame:
+    """Client counts and repetitions are integers (1, not 1.0), missing for the standby reads."""
+    for col in ("clients", "rep"):
+        if col in df:
+            df[col] = pd.to_numeric(df[col]).astype("Int64")
+    return df
 
 
 def ratios_to_on(summary: pd.DataFrame) -> pd.DataFrame:
@@ -145,7 +154,7 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     if tidy.empty:
         raise ValueError(f"{run_dir}: no successful measurement to analyze ({len(failed)} failed points)")
     keys = ["kind", "level", "clients", "primary_load", "node", "metric", "unit"]
-    summary = summarise(tidy.fillna({"clients": 0, "primary_load": ""}), keys)
+    summary = _int_clients(summarise(tidy.fillna({"clients": 0, "primary_load": ""}), keys))
     ratios = ratios_to_on(summary)
     fsync = None
     if (run_dir / "fsync" / "stdout.txt").exists() and json.loads((run_dir / "fsync" / "meta.json").read_text())[
@@ -158,6 +167,8 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     tidy.to_csv(derived / "points.csv", index=False, float_format="%.6g")
     summary.to_csv(derived / "summary.csv", index=False, float_format="%.6g")
     ratios.to_csv(derived / "ratios.csv", index=False, float_format="%.6g")
+    lines_table(ratios, "clients", "level", "ratio_to_on", LEVEL_ORDER).to_csv(
+        derived / "ratio_lines.csv", index=False, float_format="%.6g")
     comparison.to_csv(derived / "comparison.csv", index=False, float_format="%.6g")
     failed.to_csv(derived / "failed_points.csv", index=False)
     fsync_table(fsync).to_csv(derived / "fsync.csv", index=False, float_format="%.6g")
@@ -219,7 +230,7 @@ def fig_tps_by_clients(a: Analysis, out: Path) -> list[Path]:
     ax.set_yscale("log")
     ax.set_xlabel("pgbench clients (-c)")
     ax.set_ylabel("tps, excluding connection time (log scale)")
-    ax.set_title("Primary write throughput by synchronous_commit level\n(median and interval over repetitions)")
+    ax.set_title(f"Primary write throughput by synchronous_commit level\n({interval_caption(w)}; dots: runs)")
     ax.legend(title="synchronous_commit")
     return figures.save(fig, out, "tps_by_clients")
 

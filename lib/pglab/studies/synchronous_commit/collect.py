@@ -19,7 +19,7 @@ from pglab.errors import ProcessError
 from pglab.inventory import Inventory
 from pglab.node import Node
 from pglab.params import validate
-from pglab.store import Point, RunStore
+from pglab.store import Point, RunStore, archive_dir
 from pglab.studies.synchronous_commit import STUDY
 from pglab.studies.synchronous_commit.params import Params
 
@@ -67,11 +67,11 @@ def check(p: Params, inventory: Inventory) -> None:
 
 def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: str = "custom",
             inventory: Inventory | None = None, progress: bool = True) -> Path:
-    """Run the study; returns the raw run folder (``data_root``/raw/synchronous_commit/<run-id>)."""
+    """Run the study; returns the raw run folder (``data_root``/runs/synchronous_commit/<run-id>)."""
     p = params if isinstance(params, Params) else validate(Params, params, f"{STUDY} parameters")
     inventory = inventory or Inventory()
     check(p, inventory)
-    store = RunStore(Path(data_root) / "raw" / STUDY, STUDY, profile, p.model_dump())
+    store = RunStore(archive_dir(data_root, STUDY), STUDY, profile, p.model_dump())
     started = time.monotonic()
     measured = 0.0
     with session(inventory, store) as s:

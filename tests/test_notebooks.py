@@ -1,0 +1,122 @@
+"""The notebooks as users run them: papermill's help, profiles, misspelt names, and what a run leaves.
+
+nbval runs each notebook as stored (see the Makefile); these tests drive them the other ways the
+README documents: papermill with -p / -y, and `papermill --help-notebook`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO, workspaces
+from pglab import notebook
+from pglab.errors import ParameterError
+from pglab.studies import STUDIES, module
+
+BIN = Path(sys.executable).parent
+PAPERMILL = str(BIN / "papermill")
+
+
+def parameters_cell(study: str) -> list[str]:
+    nb = json.loads((REPO / f"notebooks/{study}.ipynb").read_text())
+    cell = next(c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
+    lines = "".join(cell["source"]).splitlines()
+    return [line.split(":")[0] for line in lines if line and not line.startswith("#")]
+
+
+@pytest.mark.parametrize("study", STUDIES)
+def test_help_notebook_documents_every_parameter(study: str) -> None:
+    res = subprocess.run([PAPERMILL, "--help-notebook", f"notebooks/{study}.ipynb"], cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "Unable to parse" not in res.stderr + res.stdout
+    documented = {line.split(":")[0].strip() for line in res.stdout.splitlines() if ": " in line
+                  and line.startswith("  ") and not line.startswith("   ")}
+    names = parameters_cell(study)
+    expected = set(module(study, "params").Params.model_fields) | set(notebook.RUN_KEYS)
+    assert set(names) == expected, "the parameters cell declares exactly the study's fields and the run keys"
+    assert expected <= documented, sorted(expected - documented)
+
+
+@pytest.mark.parametrize("study", STUDIES)
+def test_a_profile_name_selects_its_values(study: str) -> None:
+    profiles = yaml.safe_load((REPO / f"params/{study}.yaml").read_text())["profiles"]
+    defaults = {name: None for name in module(study, "params").Params.model_fields}
+    for name, values in profiles.items():
+        got_name, got, overrides, _ = notebook.parameters(study, {**defaults, "profile": name})
+        assert got_name == name and got == values and overrides == {}
+    _, got, overrides, _ = notebook.parameters(study, {**defaults, "profile": "quick", "repetitions": 7})
+    assert got == {**profiles["quick"], "repetitions": 7} and overrides == {"repetitions": 7}
+    with pytest.raises(ParameterError, match="'fast' is not one of"):
+        notebook.parameters(study, {**defaults, "profile": "fast"})
+
+
+def test_misspelt_names_and_lists_as_text_are_refused() -> None:
+    ns = {"profile": "smoke", "repetition": 5, "client": 8, "clients": "[1, 4]"}
+    with pytest.raises(ParameterError) as exc:
+        notebook.parameters("synchronous_commit", ns)
+    text = str(exc.value)
+    assert "repetition: unknown parameter (did you mean 'repetitions'?)" in text
+    assert "client: unknown parameter (did you mean 'clients'?)" in text
+    assert "clients: got the text '[1, 4]'" in text and "-y" in text
+
+
+def test_papermill_with_a_misspelt_name_fails_before_anything_starts(tmp_path: Path) -> None:
+    before = workspaces()
+    res = subprocess.run([PAPERMILL, "notebooks/synchronous_commit.ipynb", str(tmp_path / "out.ipynb"),
+                          "-p", "repetition", "5", "-p", "data_root", str(tmp_path / "data")],
+                         cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert res.returncode != 0
+    assert "repetition: unknown parameter (did you mean 'repetitions'?)" in res.stderr + res.stdout
+    assert not (tmp_path / "data").exists() and workspaces() == before
+
+
+SITECUSTOMIZE = textwrap.dedent("""
+    # Test only: records every password pglab generates, so the test can search for it.
+    import inspect, os, secrets
+    _real = secrets.token_urlsafe
+    def _recording(n=None):
+        value = _real(n)
+        if any("pglab" in f.filename for f in inspect.stack()[1:4]):
+            with open(os.environ["PGLAB_TEST_PASSWORDS"], "a") as f:
+                f.write(value + "\\n")
+        return value
+    secrets.token_urlsafe = _recording
+""")
+
+
+@pytest.mark.servers
+def test_a_notebook_run_shows_its_data_root_and_leaks_no_password(tmp_path: Path) -> None:
+    """The smoke run through papermill and nbconvert: the generated password is in none of its outputs."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    passwords = tmp_path / "passwords.txt"
+    env = {**os.environ, "PYTHONPATH": f"{hook}:{REPO / 'lib'}", "PGLAB_TEST_PASSWORDS": str(passwords),
+           "PATH": f"{BIN}:{os.environ['PATH']}"}
+    data, out = tmp_path / "data", tmp_path / "out"
+    out.mkdir()
+    before = workspaces()
+    res = subprocess.run([PAPERMILL, "notebooks/synchronous_commit.ipynb", str(out / "sc.ipynb"),
+                          "-p", "data_root", str(data), "-y", "clients: [2]\nlevels: ['on', 'off']"],
+                         cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    subprocess.run([str(BIN / "jupyter"), "nbconvert", "--to", "html", str(out / "sc.ipynb")], env=env,
+                   check=True, capture_output=True, timeout=300)
+    assert workspaces() == before  # nothing left in /tmp
+    executed = (out / "sc.ipynb").read_text()
+    assert f"raw data goes to {data / 'runs' / 'synchronous_commit'}" in executed
+    manifest = json.loads((data / "raw/synchronous_commit/manifest.json").read_text())
+    assert manifest["profile"] == "smoke+clients,levels" and manifest["parameters"]["clients"] == [2]
+    secrets = passwords.read_text().split()
+    assert secrets, "no password was recorded: the hook did not run"
+    for pw in secrets:
+        leaks = [str(p) for p in [*data.rglob("*"), *out.rglob("*")] if p.is_file() and pw.encode() in p.read_bytes()]
+        assert not leaks and pw not in res.stdout + res.stderr, leaks
