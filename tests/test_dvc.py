@@ -1,12 +1,15 @@
 """The DVC pipeline in a throwaway copy of the checkout, with the smoke profile.
 
 repro runs collect then analyze; a second repro does nothing; a change in analysis code re-runs only
-analyze and gives byte-identical tables and figures; `dvc exp run -S` works and `dvc exp show` lists it.
+analyze and gives byte-identical tables and figures; `dvc exp run -S` works and `dvc exp show` lists it;
+and no documented workflow (dvc repro, exp run, exp apply, checkout, git checkout) loses a run that
+`pglab collect` wrote by hand.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -40,7 +43,7 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
                            text=True, check=True).stdout.split()
     for f in files:
-        if (REPO / f).is_file() and not f.startswith("data/raw"):
+        if (REPO / f).is_file() and not f.startswith(("data/raw", "data/runs", "data/interactive", "data/dvc-remote")):
             (dst / f).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / f, dst / f)
     for lock in ("dvc.lock",):
@@ -65,8 +68,11 @@ def test_repro_twice_then_analysis_change(checkout: Path) -> None:
     figs = outputs(checkout)
     assert any(k.endswith("synchronous_commit/tps_by_clients.png") for k in figs)
     assert any(k.endswith("logical_replication/sustainable_tps.png") for k in figs)
-    runs = {s: sorted((checkout / f"data/raw/{s}").iterdir()) for s in STUDIES}
+    runs = {s: sorted((checkout / f"data/runs/{s}").iterdir()) for s in STUDIES}
     assert all(len(r) == 1 for r in runs.values())
+    for study in STUDIES:  # the pipeline's copy is the archived run
+        published = json.loads((checkout / f"data/raw/{study}/manifest.json").read_text())
+        assert [published["run_id"]] == [r.name for r in runs[study]]
 
     out = sh(checkout, "dvc", "repro")
     assert "Running stage" not in out  # nothing changed, nothing runs
@@ -78,20 +84,59 @@ def test_repro_twice_then_analysis_change(checkout: Path) -> None:
     for study in STUDIES:
         assert f"Running stage 'analyze@{study}'" in out
         assert f"Running stage 'collect@{study}'" not in out
-        assert sorted((checkout / f"data/raw/{study}").iterdir()) == runs[study]  # no new measurement
+        assert sorted((checkout / f"data/runs/{study}").iterdir()) == runs[study]  # no new measurement
     assert outputs(checkout) == figs
 
     shown = sh(checkout, "dvc", "metrics", "show")
     assert "ratio_to_on" in shown and "sustainable_tps_at_clients_max" in shown
 
 
-def test_exp_run_with_a_changed_parameter(checkout: Path) -> None:
+def archive(checkout: Path) -> dict[str, str]:
+    """Every archived run of synchronous_commit with a digest of all its files."""
+    root = checkout / "data/runs/synchronous_commit"
+    return {run.name: hashlib.sha256(b"".join(p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()))
+            .hexdigest() for run in sorted(root.iterdir())}
+
+
+def kept(before: dict[str, str], after: dict[str, str]) -> bool:
+    return all(after.get(k) == v for k, v in before.items())
+
+
+def test_no_workflow_loses_a_manual_run(checkout: Path) -> None:
     sh(checkout, "git", "add", "-A")
     sh(checkout, "git", "commit", "-qm", "after repro")
+    locked = json.loads((checkout / "data/raw/synchronous_commit/manifest.json").read_text())["run_id"]
+    sh(checkout, "pglab", "collect", "synchronous_commit", "--profile", "smoke", "--quiet")
+    runs = archive(checkout)
+    manual = max(runs)
+    assert len(runs) == 2 and manual != locked
+
+    sh(checkout, "dvc", "checkout", "--force")  # restores the locked run as the pipeline's copy ...
+    assert json.loads((checkout / "data/raw/synchronous_commit/manifest.json").read_text())["run_id"] == locked
+    assert kept(runs, archive(checkout))  # ... and the manual run is still archived, byte for byte
+
+    sh(checkout, "git", "checkout", "-q", "HEAD~1")
+    sh(checkout, "git", "checkout", "-q", "-")
+    sh(checkout, "dvc", "checkout", "--force")
+    assert kept(runs, archive(checkout))
+
+    out = sh(checkout, "dvc", "repro", "analyze@synchronous_commit")
+    assert "Running stage" not in out  # restored to the lock: nothing to do
+    sh(checkout, "pglab", "collect", "synchronous_commit", "--profile", "smoke", "--quiet")
+    runs = archive(checkout)
+    sh(checkout, "dvc", "commit", "-f", "collect@synchronous_commit")  # adopt the manual run (README)
+    out = sh(checkout, "dvc", "repro", "analyze@synchronous_commit")
+    assert "Running stage 'analyze@synchronous_commit'" in out and "Running stage 'collect@" not in out
+    assert kept(runs, archive(checkout))
+
     sh(checkout, "dvc", "exp", "run", "-n", "reads-off",
        "-S", "params/synchronous_commit.yaml:profiles.smoke.standby_read_runs=0")
     table = sh(checkout, "dvc", "exp", "show", "--csv")
-    assert "reads-off" in table
-    assert "profiles.smoke.standby_read_runs" in table
-    # the experiment measured again: a second raw run, the first one kept
-    assert len(list((checkout / "data/raw/synchronous_commit").iterdir())) == 2
+    assert "reads-off" in table and "profiles.smoke.standby_read_runs" in table
+    after_exp = archive(checkout)
+    assert kept(runs, after_exp) and len(after_exp) == len(runs) + 1  # the experiment measured once more
+    sh(checkout, "dvc", "exp", "apply", "reads-off")
+    assert kept(after_exp, archive(checkout))
+    sh(checkout, "git", "checkout", "-q", "--", ".")
+    sh(checkout, "dvc", "checkout", "--force")
+    assert kept(after_exp, archive(checkout))

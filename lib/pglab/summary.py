@@ -18,7 +18,7 @@ def main() -> None:
         print(f"  report  : reports/{study}.html (executed notebook: reports/{study}.ipynb)")
         if metrics.exists():
             m = json.loads(metrics.read_text())
-            print(f"  run     : data/raw/{study}/{m.get('run_id')} (profile {m.get('profile')})")
+            print(f"  run     : data/raw/{study}/ = data/runs/{study}/{m.get('run_id')} (profile {m.get('profile')})")
             for k in ("tps_at_clients_max", "ratio_to_on", "standby_read_tps", "fdatasync_ops_s",
                       "sustainable_tps_at_clients_max", "ratio_to_streaming_at_clients_max", "consistency"):
                 if k in m:
