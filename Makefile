@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
-.PHONY: repro test setup lint clean-leftovers
+.PHONY: repro test setup lock lint clean-leftovers
 
 ## make repro: every study at its default profile on this machine, figures at the end
 repro: setup
@@ -14,7 +14,18 @@ test: setup
 	pytest -q --nbval-lax --nbval-sanitize-with notebooks/nbval_sanitize.cfg notebooks tests
 	ruff check lib tests bench
 
+## make setup: Debian packages, .venv from requirements.lock, DVC, the nbstripout git filter
 setup:
+	@scripts/bootstrap.sh
+
+## make lock: re-pin requirements.lock (every package, exact versions) from pyproject.toml's dependencies
+## and its dev extra, keeping the pins that still fit; `make lock UPGRADE=1` moves to the newest versions.
+## Run with the Python of .venv (the lock's header names it); then .venv is rebuilt from the new lock.
+lock:
+	@[ -x .venv/bin/pip-compile ] || scripts/bootstrap.sh
+	CUSTOM_COMPILE_COMMAND="make lock" pip-compile --quiet --extra dev --strip-extras --allow-unsafe \
+	  --no-emit-index-url --no-emit-find-links --newline lf $(if $(UPGRADE),--upgrade) \
+	  --output-file requirements.lock pyproject.toml
 	@scripts/bootstrap.sh
 
 lint: setup

@@ -29,7 +29,7 @@ def stage_deps(stage: str, study: str) -> list[Path]:
     for dep in spec["do"]["deps"]:
         text = dep.replace("${key}", study)
         for k, v in item.items():
-            text = text.replace("${item.%s}" % k, str(v))
+            text = text.replace("${item." + k + "}", str(v))
         deps.append(REPO / text)
     return deps
 

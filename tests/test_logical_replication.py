@@ -73,7 +73,8 @@ def test_broken_subscriber_is_caught_and_the_sweep_goes_on(tmp_path: Path, inven
     assert not postgres_pids(m["workspaces"]["local"])
     kept = [Path(d["data_dir"]).name for d in m["evidence"]["kept_data_dirs"]]
     removed = [Path(d["data_dir"]).name for d in m["evidence"]["removed_data_dirs"]]
-    assert kept == ["builtin_provider_2", "builtin_subscriber_2"] and removed == ["builtin_provider", "builtin_subscriber"]
+    assert kept == ["builtin_provider_2", "builtin_subscriber_2"]
+    assert removed == ["builtin_provider", "builtin_subscriber"]
     assert {"builtin_provider_2", "builtin_subscriber_2", "builtin_provider_3"} <= set(on_disk)
     assert "builtin_provider" not in on_disk and "builtin_subscriber" not in on_disk
 

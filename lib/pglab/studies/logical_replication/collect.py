@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from tqdm.auto import tqdm
 
 from pglab import cpu, pgbench, preflight
 from pglab.cleanup import Session, session
@@ -30,6 +29,8 @@ from pglab.hosts import Host
 from pglab.inventory import Inventory
 from pglab.node import Node
 from pglab.params import validate
+from pglab.progress import Progress
+from pglab.progress import bar as progress_bar
 from pglab.replication.base import System, add_history_key
 from pglab.replication.builtin import BuiltinLogical
 from pglab.replication.londiste import Londiste
@@ -113,11 +114,9 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
         blocks = plan(p, [name for name in p.systems if name not in skipped])
         store.manifest["points"]["total"] = sum(len(points) for _, points in blocks)
         store.save()
-        bar = tqdm(total=store.manifest["points"]["total"], desc=STUDY, unit="point", disable=not progress,
-                   dynamic_ncols=True)
-        for name, points in blocks:
-            _system_block(s, store, p, name, points, bar, clock, on_run)
-        bar.close()
+        with progress_bar(store.manifest["points"]["total"], STUDY, unit="point", disable=not progress) as bar:
+            for name, points in blocks:
+                _system_block(s, store, p, name, points, bar, clock, on_run)
         wall = time.monotonic() - started
         store.manifest["time_s"] = {k: round(v, 1) for k, v in {**clock, "wall_s": wall}.items()}
         store.manifest["measurement_share"] = round(clock["measure_s"] / wall, 3)
@@ -235,7 +234,7 @@ class Pair:
             self.store.save()
 
 
-def _system_block(s: Session, store: RunStore, p: Params, name: str, points: list[Planned], bar: tqdm,
+def _system_block(s: Session, store: RunStore, p: Params, name: str, points: list[Planned], bar: Progress,
                   clock: dict[str, float], on_run: RunHook | None) -> None:
     info: dict[str, Any] = {"status": "measured", "options": p.options(name), "generations": 0}
     store.manifest["systems"][name] = info
@@ -259,7 +258,7 @@ def _system_block(s: Session, store: RunStore, p: Params, name: str, points: lis
                         pt = store.point(planned.id, kind="run", system=name, clients=planned.clients,
                                          rep=planned.rep, run_seconds=p.run_seconds)
                         pt.finish("failed", f"{name} could not be set up: {_describe(exc)}")
-                        _count(store, "failed", bar)
+                        _count(store, "failed", bar, planned.id)
                     return
                 clock["setup_s"] += time.monotonic() - t0
                 store.save()
@@ -268,7 +267,7 @@ def _system_block(s: Session, store: RunStore, p: Params, name: str, points: lis
             point = store.point(planned.id, kind="run", system=name, clients=planned.clients, rep=planned.rep,
                                 run_seconds=p.run_seconds, generation=pair.generation)
             healthy = _measure(pair, point, planned, p, clock, on_run)
-            _count(store, point.meta["status"], bar)
+            _count(store, point.meta["status"], bar, planned.id)
             if not healthy:
                 pair.close(keep_data=True)
                 pair = None
@@ -279,11 +278,11 @@ def _system_block(s: Session, store: RunStore, p: Params, name: str, points: lis
         store.save()
 
 
-def _count(store: RunStore, status: str, bar: tqdm) -> None:
+def _count(store: RunStore, status: str, bar: Progress, point_id: str) -> None:
     counts = store.manifest["points"]
     counts[status] = counts.get(status, 0) + 1
     store.save()
-    bar.update(1)
+    bar.done(point_id, status)
 
 
 def _measure(pair: Pair, point: Point, planned: Planned, p: Params, clock: dict[str, float],
@@ -302,7 +301,7 @@ def _measure(pair: Pair, point: Point, planned: Planned, p: Params, clock: dict[
                                     duration_s=p.run_seconds, no_vacuum=True, progress_s=1)
 
         def start() -> Any:
-            proc = pgbench.start(provider, point, argv, prefix="")
+            proc = pair.s.track_background(pgbench.start(provider, point, argv, prefix=""))  # in the manifest at once
             if on_run:
                 on_run(system, planned)
             return proc
@@ -315,7 +314,10 @@ def _measure(pair: Pair, point: Point, planned: Planned, p: Params, clock: dict[
             token=f"pglab {point.id}")
         point.meta["cpu"] = cpu.shares(cpu_before, cpu.sample(provider.host))  # run and catch-up
         clock["measure_s"] += timing.run_s + max(timing.catchup_s or 0.0, timing.confirmed_s or 0.0)
-        result = pgbench.collect(proc, point, "", timeout=30)
+        try:
+            result = pgbench.collect(proc, point, "", timeout=30)
+        finally:
+            pair.s.untrack_background(proc)
         point.meta["timing"] = timing.as_dict()
         t0 = time.monotonic()
         check = system.verify()

@@ -11,14 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
-
 from pglab import pgbench, preflight
 from pglab.cleanup import Session, session
 from pglab.errors import ProcessError
 from pglab.inventory import Inventory
 from pglab.node import Node
 from pglab.params import validate
+from pglab.progress import bar as progress_bar
 from pglab.store import Point, RunStore, archive_dir
 from pglab.studies.synchronous_commit import STUDY
 from pglab.studies.synchronous_commit.params import Params
@@ -80,20 +79,22 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
         _initialise(primary, store, p)
         points = plan(p)
         store.manifest["points"]["total"] = len(points)
-        bar = tqdm(points, desc=STUDY, unit="point", disable=not progress, dynamic_ncols=True)
-        for planned in bar:
-            bar.set_postfix_str(planned.id)
-            point = store.point(planned.id, kind=planned.kind, level=planned.level, rep=planned.rep,
-                                clients=planned.clients or None, primary_load=planned.primary_load or None)
-            t0 = time.monotonic()
-            try:
-                ok = _measure(planned, point, primary, standby, p, cores)
-                point.finish("ok" if ok else "failed", None if ok else "pgbench exited non-zero")
-            except ProcessError as exc:
-                point.finish("failed", str(exc))
-            measured += time.monotonic() - t0
-            store.manifest["points"]["ok" if point.meta["status"] == "ok" else "failed"] += 1
-            store.save()
+        with progress_bar(points, STUDY, unit="point", disable=not progress) as bar:
+            for planned in bar:
+                bar.set_postfix_str(planned.id)
+                point = store.point(planned.id, kind=planned.kind, level=planned.level, rep=planned.rep,
+                                    clients=planned.clients or None, primary_load=planned.primary_load or None)
+                t0 = time.monotonic()
+                try:
+                    ok = _measure(s, planned, point, primary, standby, p, cores)
+                    point.finish("ok" if ok else "failed", None if ok else "pgbench exited non-zero")
+                except ProcessError as exc:
+                    point.finish("failed", str(exc))
+                measured += time.monotonic() - t0
+                status = point.meta["status"]
+                store.manifest["points"]["ok" if status == "ok" else "failed"] += 1
+                store.save()
+                bar.done(planned.id, status)
         store.manifest["measurement_share"] = round(measured / (time.monotonic() - started), 3)
     return store.dir
 
@@ -152,7 +153,7 @@ def set_level(primary: Node, level: str, standby_name: str, timeout: float = 10)
     return {"synchronous_commit_in_effect": shown, "sync_state": state}
 
 
-def _measure(pl: Planned, point: Point, primary: Node, standby: Node, p: Params, cores: int) -> bool:
+def _measure(s: Session, pl: Planned, point: Point, primary: Node, standby: Node, p: Params, cores: int) -> bool:
     point.meta.update(set_level(primary, pl.level, p.standby_name))
     point.write_json("settings.json", {"primary": primary.snapshot_settings(DB),
                                        "standby": standby.snapshot_settings(DB)})
@@ -169,7 +170,7 @@ def _measure(pl: Planned, point: Point, primary: Node, standby: Node, p: Params,
     # Loaded: the primary's write load runs across the whole read window, measured per node.
     write = pgbench.pgbench_argv(primary, DB, clients=p.loaded_clients, jobs=min(p.loaded_clients, cores),
                                  duration_s=p.standby_read_seconds + 2, no_vacuum=True)
-    bg = pgbench.start(primary, point, write, prefix="primary_")
+    bg = s.track_background(pgbench.start(primary, point, write, prefix="primary_"))  # in the manifest at once
     try:
         time.sleep(1.0)
         reads_ok = pgbench.run(standby, point, read, timeout=timeout).exit_code == 0
@@ -177,4 +178,5 @@ def _measure(pl: Planned, point: Point, primary: Node, standby: Node, p: Params,
     finally:
         if bg.exit_code is None:
             bg.stop()
+        s.untrack_background(bg)
     return reads_ok and writes_ok
