@@ -2,11 +2,11 @@
 SHELL := /bin/bash
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
-.PHONY: repro test setup lock lint clean-leftovers
+.PHONY: repro test setup lock lint lab clean-leftovers
 
 ## make repro: every study at its default profile on this machine, figures at the end
 repro: setup
-	dvc repro
+	dvc repro --force
 	@python -m pglab.summary
 
 ## make test: unit, integration (real servers, real sshd), nbval on the notebooks
@@ -34,3 +34,9 @@ lint: setup
 
 clean-leftovers: setup
 	pglab cleanup
+
+## make lab: JupyterLab on copies of the notebooks in lab/ (ignored by git and DVC), so exploring never
+## dirties notebooks/ (a DVC dependency); existing copies are kept
+lab: setup
+	mkdir -p lab && cp -n notebooks/*.ipynb lab/
+	jupyter lab lab/
