@@ -14,6 +14,12 @@ from sshd import SshServer, sshd_server  # noqa: F401  (re-exported fixture)
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_pglab_state(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Runs the tests start register in a runs index of their own, never the user's (subprocesses inherit it)."""
+    os.environ["PGLAB_STATE_DIR"] = str(tmp_path_factory.mktemp("pglab-state"))
+
+
 def ssh_entry(server: SshServer) -> HostEntry:
     return HostEntry(kind="ssh", address=server.host, port=server.port, user=server.user,
                      key_filename=server.key_filename, known_hosts=server.known_hosts, workdir=server.workdir)

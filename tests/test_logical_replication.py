@@ -145,7 +145,9 @@ def test_exception_mid_run_stops_servers_and_daemons(tmp_path: Path, inventory: 
     assert any("londiste" in c and "worker" in c for c in seen["daemons"].values())
     assert not processes_mentioning(ws), processes_mentioning(ws)
     m = json.loads(next(tmp_path.glob("runs/*/*/manifest.json")).read_text())
-    assert m["status"] == "failed" and len(m["processes"]) == 3
+    daemons = [e for e in m["processes"] if "pgbench" not in e["command"]]
+    assert m["status"] == "failed" and len(daemons) == 3  # pgqd, root and leaf workers
+    assert any("pgbench" in e["command"] for e in m["processes"])  # the workload too, listed when it started
     subprocess.run(["rm", "-rf", ws])
 
 
@@ -176,7 +178,9 @@ def test_sigterm_mid_run_stops_servers_and_daemons(tmp_path: Path) -> None:
     assert proc.returncode != 0
     assert not processes_mentioning(ws), err
     manifest = json.loads(manifest_path.read_text())
-    assert manifest["status"] == "interrupted" and len(manifest["processes"]) == 2
+    daemons = [e for e in manifest["processes"] if "pgbench" not in e["command"]]
+    assert manifest["status"] == "interrupted" and len(daemons) == 2  # both slons
+    assert any("pgbench" in e["command"] for e in manifest["processes"])
     subprocess.run(["rm", "-rf", ws])
 
 
@@ -185,7 +189,7 @@ def test_daemons_and_servers_are_gone_after_a_complete_study(tmp_path: Path, inv
                           inventory=inventory, progress=False)
     m = json.loads((run / "manifest.json").read_text())
     assert m["status"] == "complete" and m["points"]["ok"] == 1
-    assert len(m["processes"]) == 2 and all(p["stopped"] for p in m["processes"])  # both slons, torn down
+    assert len(m["processes"]) == 3 and all(p["stopped"] for p in m["processes"])  # both slons and pgbench
     assert not processes_mentioning(m["workspaces"]["local"])
     assert not Path(m["workspaces"]["local"]).exists()  # removed on success; server logs copied first
     assert {p.name for p in (run / "logs").iterdir()} == {"slony_provider.log", "slony_subscriber.log"}

@@ -2,11 +2,17 @@
 
 ``Session`` owns everything a study starts: hosts, workspaces, nodes and background processes. It
 stops them on success, on an exception, on Ctrl-C and on SIGTERM (turned into KeyboardInterrupt so
-that every ``finally`` runs). On success the workspaces are removed after the server logs were
-copied to the raw run folder; on failure they are kept and their paths printed.
+that every ``finally`` runs). While it stops them, further SIGINT/SIGTERM are only noted: a second
+Ctrl-C must not abandon half-stopped servers. The run's final status is written only after that, and
+says ``cleanup_failed`` (with ``leftovers``) when something could not be stopped. On success the
+workspaces are removed after the server logs were copied to the raw run folder; on failure they are
+kept (logs and data, not the passfile) and their paths printed.
 
 ``cleanup_leftovers`` is the other half: a run killed with SIGKILL cannot clean up, so its manifest
-still says ``running``; ``pglab cleanup`` reads those manifests and stops what they list.
+still says ``running``; ``pglab cleanup`` reads those manifests (under the data root and in the
+per-user runs index) and stops what they list, but only what it can prove that run started: a PID
+whose boot id, start time and command line still match, a server whose data dir is in that run's
+workspace, stopped with the inventory's own pg_ctl (never a program path read from a manifest).
 """
 
 from __future__ import annotations
@@ -14,16 +20,28 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import posixpath
+import re
 import signal
+import stat
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pglab.hosts import Background, Host
+from pglab import procs, runs_index
+from pglab.hosts import Background, Host, LocalHost
 from pglab.inventory import Inventory
 from pglab.node import Node, Workspace
-from pglab.store import MANIFEST, RunStore, write_json
+from pglab.store import MANIFEST, RunStore, now, write_json
+
+# A run's status once it is over and nothing of it runs any more (its index entry can go).
+FINAL = ("complete", "failed", "interrupted", "killed")
+# Statuses ``pglab cleanup`` acts on: the run never cleaned up, or its cleanup left something.
+UNFINISHED = ("running", "cleanup_failed")
+WORKSPACE_NAME = re.compile(r"pglab-[A-Za-z0-9]{6}")
 
 
 class Session:
@@ -37,10 +55,19 @@ class Session:
         self.nodes: list[Node] = []
         self.background: list[Background] = []
         self.used_ports: set[int] = set()
+        self.boot_ids: dict[str, str] = {}
+        if store:  # lets `pglab cleanup` tell this process from a later one with the same PID
+            store.manifest["control"] = _quietly(procs.identity, LocalHost(), os.getpid())
+            store.save()
 
     def host(self, name: str) -> Host:
         if name not in self.hosts:
-            self.hosts[name] = self.inventory.connect(name)
+            self.hosts[name] = host = self.inventory.connect(name)
+            boot = _quietly(procs.boot_id, host) if self.store else None
+            if boot and self.store:
+                self.boot_ids[name] = boot
+                self.store.manifest.setdefault("boot_ids", {})[name] = boot
+                self.store.save()
         return self.hosts[name]
 
     def workspace(self, host_name: str) -> Workspace:
@@ -53,6 +80,8 @@ class Session:
             self.workspaces[host_name] = ws
             if self.store:
                 self.store.manifest.setdefault("workspaces", {})[host_name] = ws.base
+                # the path of the control machine's copy (never its content): removed after a SIGKILL
+                self.store.manifest.setdefault("local_passfiles", {})[host_name] = ws.local_passfile
                 self.store.save()
         return self.workspaces[host_name]
 
@@ -73,33 +102,54 @@ class Session:
         return primary.backup(name, port)
 
     def _track(self, node: Node) -> None:
+        """Called before the server starts, so its PID is not known yet: ``pglab cleanup`` proves a
+        node is this run's by its data dir (in this run's workspace) and the host's boot id."""
         if node not in self.nodes:
             self.nodes.append(node)
             if self.store:
                 self.store.add_node(node.describe())
 
     def track_background(self, proc: Background) -> Background:
+        """List ``proc`` for cleanup, with what identifies it beyond its PID (see ``pglab.procs``)."""
         self.background.append(proc)
         if self.store:
-            self.store.add_process({"host": proc.host.name, "pid": proc.pid, "command": proc.command})
+            entry: dict[str, Any] = {"host": proc.host.name, "pid": proc.pid, "command": proc.command}
+            ident = _quietly(procs.started_identity, proc.host, proc.pid, self.boot_ids.get(proc.host.name))
+            entry.update(ident or {})
+            self.store.add_process(entry)
         return proc
 
     def untrack_background(self, proc: Background) -> None:
         """The owner stops ``proc`` itself: the manifest marks it stopped so ``pglab cleanup`` leaves its PID alone."""
         if proc in self.background:
             self.background.remove(proc)
+        self._mark_stopped(proc)
+
+    def _mark_stopped(self, proc: Background) -> None:
         if self.store:
             for entry in self.store.manifest["processes"]:
                 if entry["pid"] == proc.pid and entry["host"] == proc.host.name:
                     entry["stopped"] = True
             self.store.save()
 
-    def close(self, failed: bool) -> None:
-        """Stop processes, then primaries (sync names reset first), then standbys."""
+    def close(self, failed: bool) -> list[dict[str, Any]]:
+        """Stop processes, then primaries (sync names reset first), then standbys.
+
+        Returns what could not be stopped (the manifest's ``leftovers``). Workspaces are kept, without
+        their passfiles, when the run failed or something is left (a data dir still in use).
+        """
         errors: list[str] = []
-        for proc in self.background:
+        leftovers: list[dict[str, Any]] = []
+        for proc in list(self.background):
+            gone = False
             with _collect(errors):
                 proc.stop()
+                gone = _wait(lambda p=proc: not _group_alive(p.host, p.pid), 2.0)
+            if gone:
+                self._mark_stopped(proc)
+            else:
+                leftovers.append({"kind": "process", "host": proc.host.name, "pid": proc.pid,
+                                  "command": proc.command})
         for node in self.nodes:
             if node.role == "primary" and node.settings.get("synchronous_standby_names"):
                 with _collect(errors):
@@ -107,21 +157,38 @@ class Session:
         for node in sorted(self.nodes, key=lambda n: n.role != "primary"):
             with _collect(errors):
                 node.stop()
+            running = True
+            with _collect(errors):
+                running = node.is_running()
+            if running:
+                leftovers.append({"kind": "node", "host": node.host.name, "node": node.name,
+                                  "data_dir": node.data_dir})
         for host_name, ws in self.workspaces.items():
             with _collect(errors):
                 self._keep_logs(host_name, ws)
-                if failed:
+            with _collect(errors):
+                if failed or leftovers:
+                    _remove_secrets(ws)
                     print(f"pglab: kept {host_name}:{ws.base} (server logs and data) for inspection",
                           file=sys.stderr)
                 else:
-                    ws.remove()
-            if os.path.exists(ws.local_passfile):  # only needed while the session runs
-                os.unlink(ws.local_passfile)
+                    try:
+                        ws.remove()
+                    except Exception:
+                        _remove_secrets(ws)  # the folder may stay, the password must not
+                        raise
+            with _collect(errors):
+                if os.path.exists(ws.local_passfile):  # only needed while the session runs
+                    os.unlink(ws.local_passfile)
         for host in self.hosts.values():
             with _collect(errors):
                 host.close()
         if errors:
             print("pglab: problems during cleanup:\n  " + "\n  ".join(errors), file=sys.stderr)
+        for left in leftovers:
+            print(f"pglab: could not stop {_describe_leftover(left)}; `pglab cleanup` will try again",
+                  file=sys.stderr)
+        return leftovers
 
     def _keep_logs(self, host_name: str, ws: Workspace) -> None:
         if not self.store:
@@ -131,6 +198,52 @@ class Session:
         for node in self.nodes:
             if node.ws is ws and node.host.exists(node.log_file):
                 node.host.get(node.log_file, logs / f"{node.name}.log")
+
+
+def _remove_secrets(ws: Workspace) -> None:
+    """A kept workspace keeps logs and data dirs, not the run's password."""
+    remove = getattr(ws, "remove_secrets", None)
+    if remove is not None:
+        remove()
+        return
+    ws.host.run(["rm", "-f", ws.passfile])
+    if os.path.exists(ws.local_passfile):
+        os.unlink(ws.local_passfile)
+
+
+def _describe_leftover(left: dict[str, Any]) -> str:
+    if left.get("kind") == "node":
+        return f"node {left.get('node')} on {left.get('host')} ({left.get('data_dir')})"
+    return f"process {left.get('pid')} on {left.get('host')} ({str(left.get('command', ''))[:60]})"
+
+
+def _quietly(fn: Callable[..., Any], *args: Any) -> Any:
+    """Identity facts are extra safety, not a reason to fail a run: None when they cannot be read
+    (e.g. a control machine without /proc)."""
+    try:
+        return fn(*args)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _group_alive(host: Host, pgid: int) -> bool:
+    """Whether any process of group ``pgid`` still runs (zombies, already dead, do not count)."""
+    out = host.run(["ps", "-e", "-o", "pgid=,stat="], check=False).stdout
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == str(pgid) and not parts[1].startswith("Z"):
+            return True
+    return False
+
+
+def _wait(done: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while True:
+        if done():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
 
 
 @contextlib.contextmanager
@@ -160,59 +273,364 @@ def sigterm_as_interrupt() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def deferred_signals(signums: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[list[int]]:
+    """While cleaning up, SIGINT and SIGTERM are only noted (yielded list); the handlers that were in
+    place come back afterwards. A second Ctrl-C would otherwise abort the cleanup half way."""
+    noted: list[int] = []
+
+    def note(signum: int, frame: object) -> None:
+        noted.append(signum)  # nothing else: printing here could re-enter a print in progress
+
+    previous: dict[int, Any] = {}
+    try:
+        for signum in signums:
+            previous[signum] = signal.signal(signum, note)
+    except ValueError:  # not the main thread: signals go to the main thread anyway
+        pass
+    try:
+        yield noted
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
 def session(inventory: Inventory, store: RunStore | None = None) -> Iterator[Session]:
-    """A Session that always closes; the store's status says how the run ended."""
+    """A Session that always closes; the store's status, written after everything was released, says
+    how the run ended."""
     s = Session(inventory, store)
-    status = "failed"
+    outcome = "failed"
+    in_flight = False
     with sigterm_as_interrupt():
         try:
             yield s
-            status = "complete"
+            outcome = "complete"
         except KeyboardInterrupt:
-            status = "interrupted"
+            outcome, in_flight = "interrupted", True
+            raise
+        except BaseException:
+            in_flight = True
             raise
         finally:
-            s.close(failed=status != "complete")
-            if store:
-                store.finish(status)
-                if status != "complete":
-                    print(f"pglab: run {status}; raw files kept in {store.dir}", file=sys.stderr)
+            with deferred_signals() as noted:
+                leftovers: list[dict[str, Any]] = []
+                try:
+                    leftovers = s.close(failed=outcome != "complete")
+                except Exception as exc:  # noqa: BLE001  (close collects its own errors; this is a bug's last net)
+                    leftovers = [{"kind": "unknown", "error": f"{type(exc).__name__}: {exc}"}]
+                    print(f"pglab: cleanup failed: {exc}", file=sys.stderr)
+                if noted:
+                    outcome = "interrupted"
+                status = "cleanup_failed" if leftovers else outcome
+                if store:
+                    extra: dict[str, Any] = {"leftovers": leftovers, "outcome": outcome}
+                    if noted:
+                        extra["signals_during_cleanup"] = [signal.Signals(n).name for n in noted]
+                    store.finish(status, **extra)
+            if noted:
+                names = ", ".join(sorted({signal.Signals(n).name for n in noted}))
+                print(f"pglab: {names} received during cleanup: cleanup finished first", file=sys.stderr)
+            if store and status != "complete":
+                print(f"pglab: run {status}; raw files kept in {store.dir}", file=sys.stderr)
+            if noted and not in_flight:
+                raise KeyboardInterrupt(f"signal {noted[0]} during cleanup")
 
 
-def cleanup_leftovers(data_root: Path, inventory: Inventory, force: bool = False) -> list[str]:
-    """Stop servers and processes listed by manifests of runs that never finished."""
-    done: list[str] = []
-    for manifest_path in sorted(Path(data_root).glob(f"raw/*/*/{MANIFEST}")):
-        manifest = json.loads(manifest_path.read_text())
-        if manifest.get("status") != "running":
+# -- pglab cleanup ------------------------------------------------------------------------------------
+
+
+@dataclass
+class CleanupReport:
+    """What ``pglab cleanup`` did: one line per action, and whether anything could not be stopped."""
+
+    echo: Callable[[str], None] | None = None
+    lines: list[str] = field(default_factory=list)
+    runs: int = 0
+    stopped: int = 0
+    left_alone: int = 0
+    failed: list[str] = field(default_factory=list)
+    pruned: int = 0
+
+    def add(self, line: str) -> None:
+        self.lines.append(line)
+        if self.echo:
+            self.echo(line)
+
+    @property
+    def clean(self) -> bool:
+        return not self.failed
+
+    def summary(self) -> str:
+        if not self.runs:
+            head = "nothing left behind: no unfinished run"
+        else:
+            head = (f"{self.runs} unfinished run(s): {self.stopped} stopped, {self.left_alone} left alone, "
+                    f"{len(self.failed)} could not be stopped or cleaned")
+        if self.pruned:
+            head += f"; {self.pruned} finished run(s) dropped from the runs index"
+        if self.failed:
+            return head + "\nNOT CLEAN: still running or unknown:\n  " + "\n  ".join(self.failed)
+        return head + "\nall clean"
+
+
+class _Connections:
+    """The hosts one run's cleanup needs, each connected once and all closed at the end (also on error)."""
+
+    def __init__(self, inventory: Inventory):
+        self.inventory = inventory
+        self.open: dict[str, Host] = {}
+        self._boot: dict[str, str] = {}
+
+    def get(self, name: str) -> Host:
+        if name not in self.open:
+            self.open[name] = self.inventory.connect(name)
+        return self.open[name]
+
+    def boot_id(self, name: str) -> str:
+        if name not in self._boot:
+            self._boot[name] = procs.boot_id(self.get(name))
+        return self._boot[name]
+
+    def close(self) -> None:
+        for host in self.open.values():
+            with contextlib.suppress(Exception):
+                host.close()
+        self.open.clear()
+
+
+def cleanup_leftovers(data_root: Path, inventory: Inventory, force: bool = False,
+                      echo: Callable[[str], None] | None = None) -> CleanupReport:
+    """Stop what unfinished runs left behind: runs whose manifest is under ``data_root`` or in the
+    per-user runs index, with status ``running`` (killed) or ``cleanup_failed``.
+
+    Index entries of runs that are over and left nothing are pruned.
+    """
+    report = CleanupReport(echo=echo)
+    for manifest_path, index_entry in _known_manifests(Path(data_root)):
+        if not manifest_path.exists():
+            if index_entry:
+                runs_index.unregister(index_entry)
+                report.pruned += 1
             continue
-        pid = manifest.get("pid")
-        if pid and _alive(pid) and not force:
-            done.append(f"{manifest_path.parent}: run still in progress (pid {pid}); left alone")
-            continue
-        hosts: dict[str, Host] = {}
         try:
-            for proc in manifest.get("processes", []):
-                if proc.get("stopped"):
-                    continue
-                host = hosts.setdefault(proc["host"], inventory.connect(proc["host"]))
-                if host.pid_alive(proc["pid"]):
-                    host.run(["kill", "-TERM", f"-{proc['pid']}"], check=False)
-                    done.append(f"stopped process {proc['pid']} on {proc['host']}: {proc['command'][:60]}")
-            for n in sorted(manifest.get("nodes", []), key=lambda n: n.get("role") != "primary"):
-                host = hosts.setdefault(n["host"], inventory.connect(n["host"]))
-                pg_ctl = [f"{n['bindir']}/pg_ctl", "-D", n["data_dir"]]
-                if host.run([*pg_ctl, "status"], as_user=n["server_user"], check=False).exit_code == 0:
-                    host.run([*pg_ctl, "-m", "immediate", "-w", "stop"], as_user=n["server_user"], check=False)
-                    done.append(f"stopped node {n['name']} on {n['host']} ({n['data_dir']})")
-            for host_name, base in manifest.get("workspaces", {}).items():
-                done.append(f"left {host_name}:{base} on disk (logs and data of the killed run)")
-        finally:
-            for h in hosts.values():
-                h.close()
-        manifest["status"] = "killed"
-        write_json(manifest_path, manifest)
-    return done
+            manifest = json.loads(manifest_path.read_text())
+        except (OSError, ValueError) as exc:
+            report.add(f"{manifest_path}: unreadable manifest ({exc}); skipped")
+            continue
+        if manifest.get("status") in UNFINISHED:
+            _clean_run(manifest_path, manifest, inventory, force, report)
+        if index_entry and manifest.get("status") in FINAL and not manifest.get("leftovers"):
+            runs_index.unregister(index_entry)
+            report.pruned += 1
+    return report
+
+
+def _known_manifests(data_root: Path) -> list[tuple[Path, Path | None]]:
+    """Manifests under ``data_root`` (the archive, and the older raw/<study>/<run-id> layout) and in the
+    runs index, each once, with its index entry if it has one."""
+    found: dict[Path, Path | None] = {}
+    for pattern in (f"runs/*/*/{MANIFEST}", f"raw/*/*/{MANIFEST}"):
+        for p in sorted(data_root.glob(pattern)):
+            found.setdefault(p.resolve(), None)
+    for entry, p in runs_index.entries():
+        found[p.resolve() if p.exists() else p] = entry
+    return sorted(found.items(), key=lambda kv: kv[0].parent.name)
+
+
+def _clean_run(path: Path, manifest: dict[str, Any], inventory: Inventory, force: bool,
+               report: CleanupReport) -> None:
+    run = path.parent
+    was = manifest["status"]
+    if was == "running" and not force and _run_in_progress(manifest):
+        report.add(f"{run}: run still in progress (pid {manifest.get('pid')}); left alone")
+        return
+    report.runs += 1
+    report.add(f"{run.name}: unfinished run ({was}), manifest {path}")
+    actions: list[str] = []
+    leftovers: list[dict[str, Any]] = []
+
+    def act(line: str, outcome: str = "stopped", left: dict[str, Any] | None = None) -> None:
+        actions.append(line)
+        report.add(f"{run.name}: {line}")
+        if outcome == "stopped":
+            report.stopped += 1
+        elif outcome == "alone":
+            report.left_alone += 1
+        elif outcome == "failed":
+            report.failed.append(f"{run.name}: {line}")
+            if left is not None:
+                leftovers.append(left)
+
+    conns = _Connections(inventory)
+    try:
+        for proc in manifest.get("processes", []):
+            if proc.get("stopped"):
+                continue
+            left = {"kind": "process", "host": proc.get("host"), "pid": proc.get("pid"), "command": proc.get("command")}
+            try:
+                if _stop_process(conns, proc, act, left):
+                    proc["stopped"] = True  # a later cleanup need not look at this PID again
+            except Exception as exc:  # noqa: BLE001  (one host down must not stop the others' cleanup)
+                act(f"could not stop process {proc.get('pid')} on {proc.get('host')}: {exc}", "failed", left)
+        workspaces = _checked_workspaces(manifest, inventory, act)
+        for n in sorted(manifest.get("nodes", []), key=lambda n: n.get("role") != "primary"):
+            left = {"kind": "node", "host": n.get("host"), "node": n.get("name"), "data_dir": n.get("data_dir")}
+            try:
+                _stop_node(conns, n, manifest, inventory, workspaces, act, left)
+            except Exception as exc:  # noqa: BLE001
+                act(f"could not stop node {n.get('name')} on {n.get('host')}: {exc}", "failed", left)
+        for host_name, base in workspaces.items():
+            try:
+                host = conns.get(host_name)
+                if host.exists(f"{base}/pgpass"):
+                    host.run(["rm", "-f", f"{base}/pgpass"])
+                    act(f"removed passfile {host_name}:{base}/pgpass", "done")
+                act(f"kept {host_name}:{base} on disk (server logs and data of the run)", "done")
+            except Exception as exc:  # noqa: BLE001
+                act(f"could not remove passfile {host_name}:{base}/pgpass: {exc}", "failed",
+                    {"kind": "passfile", "host": host_name, "path": f"{base}/pgpass"})
+        for local in manifest.get("local_passfiles", {}).values():
+            _remove_local_passfile(str(local), act)
+    finally:
+        conns.close()
+    manifest["cleanup"] = {"by": "pglab cleanup", "at": now(), "actions": actions}
+    if was == "running":
+        manifest["outcome"] = "killed"
+    if leftovers:
+        manifest.update(status="cleanup_failed", leftovers=leftovers)
+    else:
+        manifest.update(status=manifest.get("outcome") or "killed", leftovers=[])
+    write_json(path, manifest)
+
+
+def _run_in_progress(manifest: dict[str, Any]) -> bool:
+    """The run's own process still lives: its PID runs, and is still that process if we can tell."""
+    pid = manifest.get("pid")
+    if not pid or not _alive(int(pid)):
+        return False
+    control = manifest.get("control")
+    if not control:
+        return True
+    try:
+        return procs.mismatch(LocalHost(), int(pid), control) is None
+    except Exception:  # noqa: BLE001  (cannot tell: assume it runs)
+        return True
+
+
+def _stop_process(conns: _Connections, proc: dict[str, Any], act: Callable[..., None],
+                  left: dict[str, Any]) -> bool:
+    """SIGTERM (then SIGKILL) the process group of a PID that is provably the one this run started.
+
+    True when the run's process is gone (stopped now, or earlier); False when it may still run.
+    """
+    name, pid = str(proc["host"]), int(proc["pid"])
+    host = conns.get(name)
+    why = procs.mismatch(host, pid, proc, conns.boot_id(name))
+    if why == "gone":
+        act(f"process {pid} on {name} already gone", "done")
+        return True
+    if why and why.startswith("no identity"):
+        act(f"left alone: pid {pid} on {name}: {why}", "alone")
+        return False
+    if why:
+        act(f"left alone: pid {pid} now belongs to another process ({name}: {why})", "alone")
+        return True
+    for sig in ("TERM", "KILL"):
+        host.run(["kill", f"-{sig}", f"-{pid}"], check=False)  # its session: the command and its children
+        host.run(["kill", f"-{sig}", str(pid)], check=False)  # in case it was no group leader
+        boot = conns.boot_id(name)
+        if _wait(lambda: not _group_alive(host, pid) and procs.mismatch(host, pid, proc, boot) is not None,  # noqa: B023
+                 5.0 if sig == "TERM" else 3.0):
+            act(f"stopped process {pid} on {name} (SIG{sig}): {str(proc.get('command', ''))[:60]}")
+            return True
+        # The PID may have died and been reused meanwhile: SIGKILL only a group that is still ours.
+        leader = procs.mismatch(host, pid, proc, boot)
+        if leader not in (None, "gone"):
+            break
+    act(f"could not stop process {pid} on {name}: {str(proc.get('command', ''))[:60]}", "failed", left)
+    return False
+
+
+def _checked_workspaces(manifest: dict[str, Any], inventory: Inventory, act: Callable[..., None]) -> dict[str, str]:
+    """The run's workspaces that are what pglab creates: ``<inventory workdir>/pglab-XXXXXX``."""
+    ok: dict[str, str] = {}
+    for host_name, base in manifest.get("workspaces", {}).items():
+        try:
+            workdir = inventory.entry(host_name).workdir
+        except Exception as exc:  # noqa: BLE001
+            act(f"could not remove the passfile of workspace {host_name}:{base}: {exc}", "failed",
+                {"kind": "workspace", "host": host_name, "path": base})
+            continue
+        path = posixpath.normpath(str(base))
+        if (posixpath.dirname(path) == posixpath.normpath(workdir)
+                and WORKSPACE_NAME.fullmatch(posixpath.basename(path))):
+            ok[host_name] = path
+        else:
+            act(f"left alone: {host_name}:{base} is not a pglab workspace in the inventory's workdir {workdir}",
+                "alone")
+    return ok
+
+
+def _stop_node(conns: _Connections, n: dict[str, Any], manifest: dict[str, Any], inventory: Inventory,
+               workspaces: dict[str, str], act: Callable[..., None], left: dict[str, Any]) -> None:
+    """Stop a node with the inventory's pg_ctl, as the inventory's server user, if its data dir is in
+    one of the run's workspaces and its postmaster is that data dir's."""
+    name, host_name = n.get("name"), str(n.get("host"))
+    entry = inventory.entry(host_name)  # a host the inventory does not know: cannot be stopped from here
+    data_dir = posixpath.normpath(str(n.get("data_dir", "")))
+    ws = workspaces.get(host_name)
+    if ws is None or not data_dir.startswith(ws + "/"):
+        act(f"left alone: node {name} on {host_name}: data dir {data_dir} is not in a workspace of this run",
+            "alone")
+        return
+    host = conns.get(host_name)
+    recorded_boot = manifest.get("boot_ids", {}).get(host_name)
+    if recorded_boot and recorded_boot != conns.boot_id(host_name):
+        act(f"node {name} on {host_name}: host rebooted since the run; nothing of it runs", "done")
+        return
+    pg_ctl = [f"{entry.bindir}/pg_ctl", "-D", data_dir]
+    user = host.server_user
+    res = host.run([*pg_ctl, "status"], as_user=user, check=False)
+    # pg_ctl status: 0 running, 3 not running, 4 no data dir; anything else says nothing about the server
+    if res.exit_code == 3 or (res.exit_code == 4 and not host.exists(data_dir)):
+        act(f"node {name} on {host_name} not running ({data_dir})", "done")
+        return
+    if res.exit_code != 0:
+        act(f"could not check node {name} on {host_name} ({data_dir}): pg_ctl status exited {res.exit_code}: "
+            f"{(res.stderr or res.stdout).strip()[:100]}", "failed", left)
+        return
+    first = host.run(["head", "-n", "1", f"{data_dir}/postmaster.pid"], as_user=user, check=False).stdout.strip()
+    argv = procs.cmdline(host, int(first)) if first.isdigit() else None
+    if not _is_postmaster_of(argv, data_dir):
+        act(f"left alone: node {name} on {host_name}: postmaster.pid names pid {first or '?'}, "
+            f"which is not the server of {data_dir}", "alone")
+        return
+    host.run([*pg_ctl, "-m", "immediate", "-w", "-t", "60", "stop"], as_user=user, check=False, timeout=90)
+    if host.run([*pg_ctl, "status"], as_user=user, check=False).exit_code == 0:
+        act(f"could not stop node {name} on {host_name} ({data_dir})", "failed", left)
+    else:
+        act(f"stopped node {name} on {host_name} ({data_dir})")
+
+
+def _is_postmaster_of(argv: list[str] | None, data_dir: str) -> bool:
+    """pg_ctl starts ``<bindir>/postgres -D <data_dir>``; the postmaster keeps that command line."""
+    if not argv or posixpath.basename(argv[0]) != "postgres" or "-D" not in argv[:-1]:
+        return False
+    return posixpath.normpath(argv[argv.index("-D") + 1]) == data_dir
+
+
+def _remove_local_passfile(path: str, act: Callable[..., None]) -> None:
+    """Only a file that is what ``Workspace.create`` makes: ours, regular, named pglab-pgpass-*."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if (not os.path.basename(path).startswith("pglab-pgpass-") or not stat.S_ISREG(st.st_mode)
+            or st.st_uid != os.getuid()):
+        act(f"left alone: {path} is not a passfile copy pglab made", "alone")
+        return
+    os.unlink(path)
+    act(f"removed passfile copy {path} (control machine)", "done")
 
 
 def _alive(pid: int) -> bool:

@@ -35,6 +35,13 @@ def cmd_collect(a: argparse.Namespace) -> int:
     name, p, inventory = _params(a.study, a.params, a.profile)
     run = module(a.study, "collect").collect(p, data_root=a.data_root, profile=name, inventory=inventory,
                                              progress=not a.quiet)
+    from pglab.store import load_manifest
+
+    status = load_manifest(run).get("status")
+    if status != "complete":  # measured, but something could not be stopped: not the pipeline's run
+        print(f"pglab: run {run} ended {status}: run `pglab cleanup`; not published to "
+              f"{pipeline_dir(a.data_root, a.study)}", file=sys.stderr)
+        return 1
     publish(run, pipeline_dir(a.data_root, a.study))
     print(f"run archived in {run}; the pipeline's copy is {pipeline_dir(a.data_root, a.study)}")
     return 0
@@ -98,12 +105,14 @@ def cmd_check(a: argparse.Namespace) -> int:
 
 
 def cmd_cleanup(a: argparse.Namespace) -> int:
+    """One line per action, then a summary; exit 1 when something could not be stopped."""
     from pglab.cleanup import cleanup_leftovers
     from pglab.inventory import load_inventory
 
-    done = cleanup_leftovers(Path(a.data_root), load_inventory(a.inventory), force=a.force)
-    print("\n".join(done) if done else "nothing left behind")
-    return 0
+    report = cleanup_leftovers(Path(a.data_root), load_inventory(a.inventory), force=a.force,
+                               echo=lambda line: print(line, flush=True))
+    print(report.summary())
+    return 0 if report.clean else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -134,7 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--inventory", default="params/hosts.yaml")
     k.add_argument("--profile")
     k.set_defaults(func=cmd_check)
-    u = sub.add_parser("cleanup", help="stop servers and processes a killed run left behind")
+    u = sub.add_parser("cleanup", help="stop servers and processes a killed run left behind (runs under "
+                                       "--data-root and every run in the per-user runs index); exit 1 if "
+                                       "something could not be stopped")
     u.add_argument("--data-root", default="data")
     u.add_argument("--inventory", default="params/hosts.yaml")
     u.add_argument("--force", action="store_true", help="also runs whose process still exists")

@@ -21,7 +21,7 @@ from pglab.errors import ParameterError, UserError
 from pglab.inventory import load_inventory
 from pglab.params import profile_values
 from pglab.paths import repo_root
-from pglab.store import analysis_run, archive_dir, pipeline_dir, publish
+from pglab.store import analysis_run, archive_dir, load_manifest, pipeline_dir, publish
 from pglab.studies import module
 
 # The run-level parameters every study notebook declares (besides the study's own).
@@ -98,6 +98,9 @@ def run(study: str, namespace: dict[str, Any], *, progress: bool = True) -> Any:
         print(f"pglab: {study}, profile {label}; raw data goes to {archive_dir(data, study)}")
         run_dir = module(study, "collect").collect(values, data_root=data, profile=label, inventory=inv,
                                                    progress=progress)
+        status = load_manifest(run_dir).get("status")
+        if status != "complete":
+            raise UserError(f"run {run_dir} ended {status}: run `pglab cleanup` (the run was not published)")
         publish(run_dir, pipeline_dir(data, study))
     run_dir = analysis_run(data, study)
     if run_dir is None:

@@ -24,6 +24,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from pglab import runs_index
 from pglab.hosts import Result
 
 MANIFEST = "manifest.json"
@@ -107,6 +108,7 @@ class RunStore:
             "tools": {}, "points": {"total": 0, "ok": 0, "failed": 0},
         }
         self.save()
+        runs_index.register(self.dir / MANIFEST)  # findable by `pglab cleanup` whatever the data root
 
     def save(self) -> None:
         write_json(self.dir / MANIFEST, self.manifest)
