@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import signal
 import stat
 import time
+from pathlib import Path
 
 import pytest
 from pglab.errors import ProcessError, UserError
-from pglab.hosts import Host, SSHHost
+from pglab.hosts import Host, SSHHost, learned_host_keys
 from pglab.inventory import HostEntry
 
 
@@ -36,13 +38,21 @@ def test_files_and_modes(host: Host, tmp_path) -> None:
     try:
         host.write_text(f"{base}/secret", "s3cret\n", 0o600)
         assert host.read_text(f"{base}/secret") == "s3cret\n"
+        big = "".join(f"line {i}: {'x' * (i % 97)}\n" for i in range(3000))  # ~150 kB through stdin
+        t0 = time.monotonic()
+        host.write_text(f"{base}/big", big)
+        assert host.read_text(f"{base}/big") == big and time.monotonic() - t0 < 5
         assert host.run(["stat", "-c", "%a", f"{base}/secret"]).stdout.strip() == "600"
         local = tmp_path / "up.txt"
         local.write_text("payload")
-        host.put(local, f"{base}/up.txt", 0o640)
+        host.put(local, f"{base}/up.txt", 0o644)
+        # a fetched file is private unless asked otherwise (we cannot know what it holds), whatever
+        # the remote mode and the umask; an existing local file gets the mode too
         host.get(f"{base}/up.txt", tmp_path / "down.txt")
         assert (tmp_path / "down.txt").read_text() == "payload"
-        assert stat.S_IMODE(os.stat(tmp_path / "down.txt").st_mode) or True
+        assert stat.S_IMODE(os.stat(tmp_path / "down.txt").st_mode) == 0o600
+        host.get(f"{base}/up.txt", tmp_path / "down.txt", mode=0o640)
+        assert stat.S_IMODE(os.stat(tmp_path / "down.txt").st_mode) == 0o640
     finally:
         host.remove_tree(base)
     assert not host.exists(base)
@@ -63,6 +73,31 @@ def test_background_process_wait_and_stop(host: Host) -> None:
         host.remove_tree(base)
 
 
+def test_wait_timeout_stops_the_process(host: Host) -> None:
+    """wait() that times out stops the session it waited for (over SSH too); a later wait() returns at once."""
+    base = host.run(["mktemp", "-d", "/tmp/pglab-t-XXXXXX"]).stdout.strip()
+    try:
+        bg = host.start(["sleep", "60"], f"{base}/o", f"{base}/e")
+        assert host.pid_alive(bg.pid)
+        t0 = time.monotonic()
+        with pytest.raises(ProcessError) as exc:
+            bg.wait(timeout=1)
+        assert exc.value.timed_out and time.monotonic() - t0 < 8
+        assert host.run(["kill", "-0", f"-{bg.pid}"], check=False).exit_code != 0  # the whole group is gone
+        assert not bg.running()
+        t0 = time.monotonic()
+        assert bg.wait(timeout=30) == -signal.SIGTERM
+        assert time.monotonic() - t0 < 0.5
+        # a process that finished before stop() keeps its real exit code
+        done = host.start(["sh", "-c", "exit 7"], f"{base}/o2", f"{base}/e2")
+        while done.running():
+            time.sleep(0.05)
+        done.stop()
+        assert done.wait(timeout=30) == 7
+    finally:
+        host.remove_tree(base)
+
+
 def test_facts_and_free_port(host: Host) -> None:
     facts = host.facts()
     assert facts["cores"] >= 1 and facts["mem_total_kb"] > 0 and facts["kind"] in ("local", "ssh")
@@ -70,8 +105,9 @@ def test_facts_and_free_port(host: Host) -> None:
     assert 30000 <= port < 31000 and port != 5432
 
 
-def test_ssh_host_key_is_verified(sshd_server, tmp_path) -> None:
+def test_ssh_host_key_is_verified(sshd_server, tmp_path, monkeypatch) -> None:
     """fabric would accept any key; ours rejects a key not in known_hosts unless opted in."""
+    monkeypatch.setenv("PGLAB_STATE_DIR", str(tmp_path / "state"))
     wrong = tmp_path / "known_hosts"
     key = tmp_path / "k"
     os.system(f"ssh-keygen -q -t ed25519 -N '' -f {key}")
@@ -92,6 +128,47 @@ def test_ssh_host_key_is_verified(sshd_server, tmp_path) -> None:
         assert opted_in.run(["whoami"]).stdout.strip() == sshd_server.user
     finally:
         opted_in.close()
+
+
+def test_accepting_an_unknown_key_never_rewrites_known_hosts(sshd_server, tmp_path, monkeypatch) -> None:
+    """accept_unknown_host_key records the key in pglab's own file; the user's known_hosts stays byte-identical."""
+    state = tmp_path / "state"
+    monkeypatch.setenv("PGLAB_STATE_DIR", str(state))
+    other = tmp_path / "other"
+    os.system(f"ssh-keygen -q -t ed25519 -N '' -f {other}")
+    kh = tmp_path / "known_hosts"
+    kh.write_bytes(b"# the user's own file\n"
+                   + b"otherhost.example " + " ".join(other.with_suffix(".pub").read_text().split()[:2]).encode()
+                   + b"\nthis line is not a host key at all\n@cert-authority *.example ssh-ed25519 AAAAnot-base64\n")
+    before = kh.read_bytes()
+    h = SSHHost("optin", sshd_server.host, sshd_server.user, sshd_server.port, sshd_server.key_filename,
+                str(kh), accept_unknown_host_key=True)
+    try:
+        h.open()
+        assert h.run(["true"]).exit_code == 0
+    finally:
+        h.close()
+    assert kh.read_bytes() == before
+    learned = learned_host_keys()
+    assert learned == state / "known_hosts"
+    server_key = " ".join(Path(sshd_server.known_hosts).read_text().split()[1:3])
+    assert learned.read_text() == f"[{sshd_server.host}]:{sshd_server.port} {server_key}\n"
+    assert stat.S_IMODE(learned.stat().st_mode) == 0o600 and stat.S_IMODE(state.stat().st_mode) == 0o700
+    # the learned key is trusted on later connects (not appended again) ...
+    again = SSHHost("again", sshd_server.host, sshd_server.user, sshd_server.port, sshd_server.key_filename,
+                    str(kh), accept_unknown_host_key=True)
+    try:
+        again.open()
+    finally:
+        again.close()
+    assert learned.read_text().count("\n") == 1 and kh.read_bytes() == before
+    # ... and a different key for that host is refused, not learned over
+    learned.write_text(f"[{sshd_server.host}]:{sshd_server.port} "
+                       f"{' '.join(other.with_suffix('.pub').read_text().split()[:2])}\n")
+    with pytest.raises(UserError, match="optin2"):
+        SSHHost("optin2", sshd_server.host, sshd_server.user, sshd_server.port, sshd_server.key_filename,
+                str(kh), accept_unknown_host_key=True).open()
+    assert kh.read_bytes() == before
 
 
 def test_inventory_rejects_bad_entries() -> None:

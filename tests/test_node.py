@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 import psycopg
 import pytest
 from conftest import postgres_pids
 from pglab.cleanup import session
+from pglab.errors import QueryTimeout
 from pglab.inventory import Inventory
 
 pytestmark = pytest.mark.servers
@@ -46,16 +49,21 @@ def test_primary_with_synchronous_standby(inventory: Inventory, where: str) -> N
 
 
 def test_cleanup_after_an_exception(inventory: Inventory) -> None:
-    with pytest.raises(RuntimeError, match="boom"):
+    """A commit with a dead synchronous standby fails at its deadline; cleanup then stops everything."""
+    t0 = time.monotonic()
+    with pytest.raises(QueryTimeout, match="primary.*IPC:SyncRep") as err:
         with session(inventory) as s:
             primary = s.node("primary", "local", {"synchronous_standby_names": "FIRST 1 (sb1)"})
             primary.start()
             standby = s.standby(primary, "sb1")
             standby.start()
             primary.wait_for_sync_state("sb1")
-            standby.stop()  # a dead synchronous standby: a commit would hang forever...
-            raise RuntimeError("boom")
-    # ...but cleanup resets synchronous_standby_names first and stops everything
+            standby.stop()  # a dead synchronous standby: without a client deadline this commit waits forever
+            t0 = time.monotonic()
+            primary.query("create table t (x int)", timeout=3)
+    assert time.monotonic() - t0 < 3 + 4
+    assert "synchronous standby" in str(err.value) and err.value.timed_out
+    # cleanup resets synchronous_standby_names first and stops everything
     assert not postgres_pids(primary.ws.base)
     assert primary.host.exists(primary.log_file)  # evidence kept on failure
     primary.ws.remove()

@@ -7,6 +7,25 @@ needed to diagnose it without re-running it.
 
 from __future__ import annotations
 
+# Secrets (the run's generated password) registered by whoever creates them: every message and
+# output an error carries is scrubbed of them, so a failing command can never print one.
+_SECRETS: set[str] = set()
+REDACTED = "[redacted]"
+
+
+def register_secret(secret: str) -> None:
+    """Remember ``secret`` so that ``redact`` removes it from error messages and reprs."""
+    if secret and len(secret) >= 8:  # short strings would redact ordinary words
+        _SECRETS.add(secret)
+
+
+def redact(text: str) -> str:
+    """``text`` with every registered secret replaced by ``[redacted]``."""
+    for secret in _SECRETS:
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    return text
+
 
 class PglabError(Exception):
     """Base of every error pglab raises on purpose."""
@@ -45,12 +64,39 @@ class ProcessError(PglabError):
     def __init__(self, host: str, command: str, exit_code: int | None, stdout: str, stderr: str,
                  timed_out: bool = False):
         self.host = host
-        self.command = command
+        self.command = redact(command)
         self.exit_code = exit_code
-        self.stdout = stdout
-        self.stderr = stderr
+        self.stdout = redact(stdout)
+        self.stderr = redact(stderr)
         self.timed_out = timed_out
         why = "timed out" if timed_out else f"exited with {exit_code}"
-        tail = (stderr or stdout).strip().splitlines()[-5:]
+        tail = (self.stderr or self.stdout).strip().splitlines()[-5:]
         detail = "\n".join(f"    {line}" for line in tail)
-        super().__init__(f"[{host}] {command!s} {why}" + (f":\n{detail}" if detail else ""))
+        super().__init__(f"[{host}] {self.command!s} {why}" + (f":\n{detail}" if detail else ""))
+
+
+class QueryTimeout(ProcessError):
+    """A statement outlived its client-side deadline and was cancelled.
+
+    A commit waiting for a synchronous standby ignores statement_timeout, so only the client can end
+    it; the message says what the backend was waiting for, read just before the cancel. A
+    ProcessError, so that the studies' ``except ProcessError`` marks the point failed.
+    """
+
+    def __init__(self, node: str, host: str, port: int, statement: str, timeout_s: float, waited_for: str,
+                 note: str = ""):
+        short = shorten(statement)
+        super().__init__(host, short, None, "", waited_for, timed_out=True)
+        self.node = node
+        self.port = port
+        self.timeout_s = timeout_s
+        self.waited_for = redact(waited_for)
+        message = (f"node {node} (host {host}, port {port}): {self.command!r} did not finish within its "
+                   f"{timeout_s:g} s deadline and was cancelled; it was waiting for {self.waited_for}")
+        self.args = (redact(message + (f". {note}" if note else "")),)
+
+
+def shorten(statement: str, limit: int = 160) -> str:
+    """One line of at most ``limit`` characters: enough to recognise a statement in a message."""
+    flat = " ".join(statement.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."

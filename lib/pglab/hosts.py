@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import getpass
+import io
 import os
 import pwd
 import shlex
@@ -24,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pglab.errors import ProcessError, UserError
+from pglab.errors import ProcessError, UserError, redact
 
 Command = Sequence[str] | str
 
@@ -39,6 +40,11 @@ class Result:
     stdout: str
     stderr: str
     duration_s: float
+
+    def __repr__(self) -> str:
+        """Redacted: a command's output may show a registered secret (``cat`` of a passfile)."""
+        fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__dataclass_fields__)
+        return redact(f"Result({fields})")
 
 
 def command_line(argv: Command) -> str:
@@ -66,8 +72,9 @@ class Host(ABC):
         """Copy a local file to this host."""
 
     @abstractmethod
-    def get(self, remote: str, local: str | Path) -> None:
-        """Copy a file of this host to the local machine."""
+    def get(self, remote: str, local: str | Path, mode: int = 0o600) -> None:
+        """Copy a file of this host to the local machine; the copy gets ``mode`` (0600: we cannot know
+        what a file holds, so nobody else may read it unless the caller says so)."""
 
     @property
     @abstractmethod
@@ -200,9 +207,17 @@ echo "user=$(id -un)"
         return res.stdout.strip() or None
 
 
+# The wait loop's own exit code when its deadline passes: not 124, which SSHHost takes for the remote
+# ``timeout`` command having killed the wait itself.
+WAIT_EXPIRED = 99
+
+
 @dataclass
 class Background:
-    """A process started by ``Host.start``: stop it by its session, never by name."""
+    """A process started by ``Host.start``: stop it by its session, never by name.
+
+    ``exit_code`` is the command's exit code once seen, or minus the signal ``stop`` ended it with.
+    """
 
     host: Host
     command: str
@@ -213,29 +228,51 @@ class Background:
     exit_code: int | None = field(default=None)
 
     def wait(self, timeout: float) -> int:
-        """Wait for the exit code; on timeout the process is stopped and ProcessError raised."""
+        """Wait for the exit code; on timeout the process is stopped and ProcessError raised.
+
+        Returns at once when the exit code is known already (also after ``stop``).
+        """
+        if self.exit_code is not None:
+            return self.exit_code
         script = (f"i=0; while [ ! -e {shlex.quote(self.rc_path)} ]; do sleep 0.05; i=$((i+1)); "
-                  f"[ $i -gt {int(timeout * 20)} ] && exit 124; done; cat {shlex.quote(self.rc_path)}")
-        res = self.host.run(["sh", "-c", script], check=False, timeout=timeout + 30)
-        if res.exit_code == 124:
+                  f"[ $i -gt {int(timeout * 20)} ] && exit {WAIT_EXPIRED}; done; cat {shlex.quote(self.rc_path)}")
+        try:
+            res = self.host.run(["sh", "-c", script], check=False, timeout=timeout + 30)
+        except ProcessError:  # the wait itself timed out or the connection broke: stop what we waited for
             self.stop()
-            raise ProcessError(self.host.name, self.command, None, "", "", timed_out=True)
+            raise
+        if res.exit_code == WAIT_EXPIRED:
+            self.stop()
+            raise ProcessError(self.host.name, self.command, None, "", f"still running after {timeout:g} s; stopped",
+                               timed_out=True)
+        if res.exit_code != 0:
+            raise ProcessError(self.host.name, f"wait for {self.command}", res.exit_code, res.stdout, res.stderr)
         self.exit_code = int(res.stdout.strip())
         return self.exit_code
 
     def running(self) -> bool:
-        return not self.host.exists(self.rc_path)
+        return self.exit_code is None and not self.host.exists(self.rc_path)
 
     def stop(self, grace_s: float = 5.0) -> None:
-        """SIGTERM the whole session, then SIGKILL what is left after ``grace_s``."""
+        """SIGTERM the whole session, then SIGKILL what is left after ``grace_s``.
+
+        Records the outcome in ``exit_code`` (the real one if the process had finished, else minus the
+        signal), so that a later ``wait`` returns at once instead of waiting for an rc file that the
+        killed session will never write.
+        """
         pgid = str(self.pid)
         self.host.run(["kill", "-TERM", f"-{pgid}"], check=False)
+        signum = signal.SIGTERM
         deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline:
-            if self.host.run(["kill", "-0", f"-{pgid}"], check=False).exit_code != 0:
-                return
+        while self.host.run(["kill", "-0", f"-{pgid}"], check=False).exit_code == 0:
+            if time.monotonic() >= deadline:
+                self.host.run(["kill", "-KILL", f"-{pgid}"], check=False)
+                signum = signal.SIGKILL
+                break
             time.sleep(0.1)
-        self.host.run(["kill", "-KILL", f"-{pgid}"], check=False)
+        if self.exit_code is None:
+            rc = self.host.run(["cat", self.rc_path], check=False).stdout.strip()
+            self.exit_code = int(rc) if rc.lstrip("-").isdigit() else -int(signum)
 
     def output(self) -> tuple[str, str]:
         return self.host.read_text(self.stdout_path), self.host.read_text(self.stderr_path)
@@ -288,9 +325,11 @@ class LocalHost(Host):
             pw = pwd.getpwnam(owner)
             os.chown(remote, pw.pw_uid, pw.pw_gid)
 
-    def get(self, remote: str, local: str | Path) -> None:
-        if str(local) != remote:
-            shutil.copyfile(remote, local)
+    def get(self, remote: str, local: str | Path, mode: int = 0o600) -> None:
+        if str(local) == remote:
+            return
+        with open(remote, "rb") as src, _open_private(local, mode) as dst:
+            shutil.copyfileobj(src, dst)
 
     def _port_bindable(self, port: int) -> bool:
         with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
@@ -299,6 +338,27 @@ class LocalHost(Host):
             except OSError:
                 return False
         return True
+
+
+def _open_private(path: str | Path, mode: int):
+    """``path`` opened for writing with ``mode`` from the first byte (an existing file is truncated
+    and gets ``mode`` too)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    os.fchmod(fd, mode)  # the umask narrowed it, or the file existed with another mode
+    return os.fdopen(fd, "wb")
+
+
+def state_dir() -> Path:
+    """pglab's own state on the control machine: ``$PGLAB_STATE_DIR``, else ``$XDG_STATE_HOME/pglab``."""
+    if os.environ.get("PGLAB_STATE_DIR"):
+        return Path(os.environ["PGLAB_STATE_DIR"])
+    xdg = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return Path(xdg) / "pglab"
+
+
+def learned_host_keys() -> Path:
+    """Host keys pglab accepted for hosts with ``accept_unknown_host_key`` (never the user's known_hosts)."""
+    return state_dir() / "known_hosts"
 
 
 def _kill_group(pid: int) -> None:
@@ -313,9 +373,11 @@ def _kill_group(pid: int) -> None:
 class SSHHost(Host):
     """A remote machine through fabric. Host keys are verified against known_hosts.
 
-    fabric accepts any host key by default (AutoAddPolicy); we load only the configured
-    known_hosts file and use RejectPolicy unless the inventory entry opts in with
-    ``accept_unknown_host_key``.
+    fabric accepts any host key by default (AutoAddPolicy); we load the configured known_hosts file
+    (read only: paramiko would otherwise save its whole key set back to it, dropping lines it cannot
+    parse) and reject unknown keys unless the inventory entry opts in with ``accept_unknown_host_key``.
+    Keys accepted that way are recorded in pglab's own file (``learned_host_keys``) and checked on
+    later connections, so a changed key is still refused.
     """
 
     is_local = False
@@ -337,15 +399,21 @@ class SSHHost(Host):
         self.conn = fabric.Connection(address, user=user, port=port, connect_kwargs=connect_kwargs,
                                       connect_timeout=connect_timeout)
         client = self.conn.client
-        client._host_keys.clear()  # fabric loaded the system's; only ours count
+        client._host_keys.clear()  # only the files named here count
         client._system_host_keys.clear()
+        client._host_keys_filename = None  # nothing is ever saved back to a file we read
         kh = os.path.expanduser(known_hosts or "~/.ssh/known_hosts")
         if os.path.exists(kh):
-            client.load_host_keys(kh)
+            _load_known_hosts(client.get_host_keys(), kh)
         elif not accept_unknown_host_key:
             raise UserError(f"host {name}: known_hosts file {kh} does not exist "
                             f"(or set accept_unknown_host_key: true for this host)")
-        policy = paramiko.AutoAddPolicy() if accept_unknown_host_key else paramiko.RejectPolicy()
+        policy: object = paramiko.RejectPolicy()
+        if accept_unknown_host_key:
+            learned = learned_host_keys()
+            if learned.exists():
+                _load_known_hosts(client.get_host_keys(), str(learned))
+            policy = _RecordPolicy(learned)
         client.set_missing_host_key_policy(policy)
         self._tunnels = contextlib.ExitStack()
         self._tunnel_ports: dict[int, int] = {}
@@ -364,8 +432,6 @@ class SSHHost(Host):
             raise UserError(f"host {self.name} ({self.address}:{self.port}): {exc}") from exc
 
     def _run_shell(self, line: str, timeout: float | None, stdin: str | None) -> tuple[int, str, str, bool]:
-        import io
-
         from invoke.exceptions import CommandTimedOut
 
         remote_line = line
@@ -374,7 +440,7 @@ class SSHHost(Host):
             remote_line = f"timeout -k 5 {int(timeout) + 1} sh -c {shlex.quote(line)}"
         try:
             res = self.conn.run(remote_line, hide=True, warn=True, pty=False, timeout=(timeout + 15) if timeout
-                                else None, in_stream=io.StringIO(stdin) if stdin is not None else False)
+                                else None, in_stream=_WholeStream(stdin) if stdin is not None else False)
         except CommandTimedOut as exc:
             return -9, exc.result.stdout, exc.result.stderr, True
         timed_out = bool(timeout) and res.exited == 124
@@ -386,8 +452,9 @@ class SSHHost(Host):
         if owner and owner != self._user:
             self.run(["chown", owner, remote])
 
-    def get(self, remote: str, local: str | Path) -> None:
-        self.conn.get(remote, str(local))
+    def get(self, remote: str, local: str | Path, mode: int = 0o600) -> None:
+        with _open_private(local, mode) as dst:
+            self.conn.get(remote, dst)
 
     def tunnel(self, remote_port: int) -> int:
         """Forward a local port to 127.0.0.1:remote_port on this host; closed with the host."""
@@ -412,3 +479,53 @@ class SSHHost(Host):
         self._tunnel_ports.clear()
         self.conn.close()
 
+
+
+def _load_known_hosts(keys: object, path: str) -> None:
+    """Add the entries of an OpenSSH known_hosts file to paramiko ``keys``, reading it only.
+
+    Lines paramiko cannot parse (markers such as @cert-authority, key types it does not know, bad
+    base64) are skipped: paramiko's own loader stops at some of them, and its save would drop them.
+    """
+    from paramiko.hostkeys import HostKeyEntry
+
+    with open(path) as f:
+        for lineno, raw in enumerate(f, 1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            try:
+                entry = HostKeyEntry.from_line(line, lineno)
+            except Exception:  # noqa: BLE001  (InvalidHostKey is no SSHException): skip the line
+                continue
+            if entry is not None and entry.key is not None:
+                for name in entry.hostnames:
+                    keys.add(name, entry.key.get_name(), entry.key)  # type: ignore[attr-defined]
+
+
+class _WholeStream(io.StringIO):
+    """stdin for invoke that hands over everything in one read.
+
+    invoke reads a stream without a terminal one byte per 10 ms loop (``bytes_to_read`` is 1), which
+    made writing a 5 kB file over SSH take 50 s.
+    """
+
+    def read(self, size: int | None = -1) -> str:
+        return super().read()
+
+
+class _RecordPolicy:
+    """Accept an unknown host key and append it to pglab's own known_hosts (0600, in a 0700 dir).
+
+    A paramiko MissingHostKeyPolicy by duck typing (paramiko is imported only when SSH is used).
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def missing_host_key(self, client: object, hostname: str, key: object) -> None:
+        client.get_host_keys().add(hostname, key.get_name(), key)  # type: ignore[attr-defined]
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "a") as f:
+            f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")  # type: ignore[attr-defined]

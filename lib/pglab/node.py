@@ -3,22 +3,31 @@
 A ``Workspace`` is one run's short folder on one host: data dirs, the socket dir (mode 0700, so
 trust on the socket is safe) and the passfile holding the run's generated password (0600, owned by
 the server user). TCP connections, replication included, authenticate with scram-sha-256 against
-that password; it appears in no command line, log, parameter file or notebook.
+that password; it appears in no command line, log, parameter file, notebook or repr.
+
+Every psycopg connection pglab opens is guarded (``GuardedCursor``): a statement that outlives its
+deadline is cancelled from the client, because the server cannot end some waits by itself (a commit
+waiting for a dead synchronous standby ignores statement_timeout), and ``QueryTimeout`` says what the
+backend was waiting for.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shlex
+import socket
 import tempfile
+import threading
 import time
-import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pglab.errors import ProcessError, UserError
+import psycopg
+
+from pglab.errors import ProcessError, QueryTimeout, UserError, register_secret
 from pglab.hosts import Host
 
 SUPERUSER = "pglab"
@@ -47,13 +56,24 @@ BASE_SETTINGS: dict[str, Any] = {
 }
 
 
+# Client-side deadlines: the default for every statement, how long a cancel may take before the
+# socket is cut, and the margin by which the server's statement_timeout (a backstop for a client that
+# died) trails the client's own deadline, so that the client always gets to say what was waited for.
+QUERY_TIMEOUT_S = 120.0
+CANCEL_GRACE_S = 5.0
+SERVER_TIMEOUT_MARGIN_S = 2.0
+# TCP connections (remote nodes, through the SSH tunnel) notice a vanished peer within ~30 s.
+TCP_KEEPALIVE: dict[str, Any] = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5,
+                                 "keepalives_count": 3, "tcp_user_timeout": 30000}
+
+
 @dataclass
 class Workspace:
-    """One run's folder on one host. ``password`` lives only in memory and in the passfiles."""
+    """One run's folder on one host. ``password`` lives only in memory and in the passfiles (never in a repr)."""
 
     host: Host
     base: str
-    password: str
+    password: str = field(repr=False)
     local_passfile: str  # a 0600 copy on the control machine, for psycopg through tunnels
 
     @property
@@ -66,15 +86,23 @@ class Workspace:
 
     @classmethod
     def create(cls, host: Host, workdir: str = "/tmp", password: str | None = None) -> Workspace:
-        """Make ``<workdir>/pglab-XXXXXX`` owned by the server user; fail if paths are too long."""
-        base = f"{workdir.rstrip('/')}/pglab-{uuid.uuid4().hex[:6]}"
-        if len(f"{base}/s/.s.PGSQL.65535") > 107:
+        """Make a new ``<workdir>/pglab-XXXXXX`` owned by the server user; fail if paths are too long.
+
+        ``mktemp -d`` on the host creates the directory exclusively: an existing one (perhaps someone
+        else's) is never reused, as ``mkdir -p`` of a random name would.
+        """
+        template = f"{workdir.rstrip('/')}/pglab-XXXXXX"
+        if len(f"{template}/s/.s.PGSQL.65535") > 107:
             raise UserError(f"host {host.name}: workdir {workdir!r} is too long for a Unix socket path "
                             "(107 bytes); choose a shorter workdir in the inventory")
         user = host.server_user
-        host.mkdir(base, 0o711, owner=user)  # others may traverse, not list
+        base = host.run(["mktemp", "-d", template]).stdout.strip()
+        host.run(["chmod", "0711", base])  # others may traverse, not list
+        if user != host.login_user:
+            host.run(["chown", user, base])
         host.mkdir(f"{base}/s", 0o700, owner=user)
         pw = password or secrets.token_urlsafe(24)
+        register_secret(pw)
         host.write_text(f"{base}/pgpass", f"*:*:*:{SUPERUSER}:{pw}\n", 0o600, owner=user)
         fd, local_pf = tempfile.mkstemp(prefix="pglab-pgpass-")
         with os.fdopen(fd, "w") as f:
@@ -83,6 +111,15 @@ class Workspace:
 
     def remove(self) -> None:
         self.host.remove_tree(self.base)
+        if os.path.exists(self.local_passfile):
+            os.unlink(self.local_passfile)
+
+    def remove_secrets(self) -> None:
+        """Delete the passfiles (on the host and the local copy), keep logs and data dirs.
+
+        For a workspace kept after a failure: the evidence stays, the password does not.
+        """
+        self.host.run(["rm", "-f", self.passfile])
         if os.path.exists(self.local_passfile):
             os.unlink(self.local_passfile)
 
@@ -98,6 +135,7 @@ class Node:
     settings: dict[str, Any] = field(default_factory=dict)
     role: str = "primary"
     on_start: Callable[[Node], None] | None = None
+    query_timeout_s: float = QUERY_TIMEOUT_S  # client-side deadline of every statement (see GuardedCursor)
     _conn: Any = field(default=None, repr=False)
 
     @property
@@ -202,7 +240,8 @@ class Node:
     def backup(self, name: str, port: int, ws: Workspace | None = None) -> Node:
         """A streaming standby of this node (pg_basebackup over TCP, run as the server user)."""
         ws = ws or self.ws
-        standby = Node(ws, name, port, self.bindir, role="standby", on_start=self.on_start)
+        standby = Node(ws, name, port, self.bindir, role="standby", on_start=self.on_start,
+                       query_timeout_s=self.query_timeout_s)
         conninfo = (f"host=127.0.0.1 port={self.port} user={SUPERUSER} application_name={name} "
                     f"passfile={ws.passfile}")
         if ws.host is not self.host:
@@ -243,28 +282,81 @@ class Node:
                            timed_out=True)
 
     # -- queries ------------------------------------------------------------------------------------
-    def conninfo(self, dbname: str = "postgres") -> dict[str, Any]:
-        """psycopg keyword arguments: the socket for local nodes, a tunnel + passfile for remote ones."""
-        common = {"user": SUPERUSER, "dbname": dbname, "connect_timeout": 10,
-                  "options": "-c statement_timeout=120000"}
+    def conninfo(self, dbname: str = "postgres", statement_timeout_s: float | None = None,
+                 connect_timeout: int = 10) -> dict[str, Any]:
+        """psycopg keyword arguments: the socket for local nodes, a tunnel + passfile for remote ones.
+
+        The server's statement_timeout trails the client's deadline (``query_timeout_s``): it only
+        matters for a client that died mid-statement. TCP connections get keepalives and
+        tcp_user_timeout so that a vanished peer is noticed (meaningless on a Unix socket).
+        """
+        limit = self.query_timeout_s if statement_timeout_s is None else statement_timeout_s
+        common = {"user": SUPERUSER, "dbname": dbname, "connect_timeout": connect_timeout,
+                  "options": f"-c statement_timeout={int((limit + SERVER_TIMEOUT_MARGIN_S) * 1000)}"}
         if self.host.is_local:
             return {**common, "host": self.ws.socket_dir, "port": self.port}
         local_port = self.host.tunnel(self.port)  # type: ignore[attr-defined]
-        return {**common, "host": "127.0.0.1", "port": local_port, "passfile": self.ws.local_passfile}
+        return {**common, "host": "127.0.0.1", "port": local_port, "passfile": self.ws.local_passfile,
+                **TCP_KEEPALIVE}
 
-    def connect(self, dbname: str = "postgres", autocommit: bool = True):
-        import psycopg
+    def connect(self, dbname: str = "postgres", autocommit: bool = True,
+                timeout: float | None = None) -> GuardedConnection:
+        """A connection whose every execute gives up after ``timeout`` (default ``query_timeout_s``)."""
+        deadline = self.query_timeout_s if timeout is None else timeout
+        conn = GuardedConnection.connect(autocommit=autocommit, cursor_factory=GuardedCursor,
+                                         **self.conninfo(dbname, deadline))
+        conn.pglab_node = self
+        conn.pglab_timeout = deadline
+        return conn
 
-        return psycopg.connect(autocommit=autocommit, **self.conninfo(dbname))
+    def query(self, sql: str, args: Any = None, dbname: str = "postgres",
+              timeout: float | None = None) -> list[tuple]:
+        """Run one statement on a cached autocommit connection; rows or [] for commands.
 
-    def query(self, sql: str, args: tuple[Any, ...] | None = None, dbname: str = "postgres") -> list[tuple]:
-        """Run one statement on a cached autocommit connection; rows or [] for commands."""
+        Raises QueryTimeout after ``timeout`` seconds (default ``query_timeout_s``); the connection is
+        then discarded, so the next call starts a fresh session.
+        """
         if self._conn is None or self._conn.closed or self._conn.info.dbname != dbname:
             self.close()
             self._conn = self.connect(dbname)
-        with self._conn.cursor() as cur:
-            cur.execute(sql, args)  # type: ignore[arg-type]
+        try:
+            with self._conn.cursor() as cur:
+                cur.execute(sql, args, timeout=self.query_timeout_s if timeout is None else timeout)
+                return cur.fetchall() if cur.description else []
+        except QueryTimeout:
+            self.close()
+            raise
+
+    def query_fresh(self, sql: str, args: Any = None, dbname: str = "postgres",
+                    timeout: float | None = None) -> list[tuple]:
+        """As ``query``, in a new session closed afterwards (to see settings as a new session does)."""
+        with self.connect(dbname, timeout=timeout) as conn, conn.cursor() as cur:
+            cur.execute(sql, args)
             return cur.fetchall() if cur.description else []
+
+    def describe_wait(self, pid: int) -> str:
+        """What backend ``pid`` is waiting for, in words, from pg_stat_activity (a short-lived session)."""
+        try:
+            with psycopg.connect(autocommit=True, **self.conninfo("postgres", 3.0, connect_timeout=3)) as conn:
+                row = conn.execute(
+                    "select a.wait_event_type, a.wait_event, a.state, pg_blocking_pids(%s)::text, "
+                    "current_setting('synchronous_standby_names') "
+                    "from (select 1) one left join pg_stat_activity a on a.pid = %s", (pid, pid)).fetchone()
+        except Exception as exc:  # noqa: BLE001  (the timeout is reported either way)
+            first = (str(exc).strip().splitlines() or [""])[0]
+            return f"something it could not find out (asking pg_stat_activity failed: {type(exc).__name__}: {first})"
+        assert row is not None
+        wtype, event, state, blockers, sync_names = row
+        if state is None:
+            return f"nothing any more: backend {pid} was gone"
+        if (wtype, event) == ("IPC", "SyncRep"):
+            return (f"a synchronous standby to confirm (IPC:SyncRep; "
+                    f"synchronous_standby_names = '{sync_names}')")
+        if wtype == "Lock":
+            return f"a lock (Lock:{event}; blocked by backend pids {blockers})"
+        if wtype:
+            return f"{wtype}:{event} (state {state})"
+        return f"nothing it could name: it was running (state {state}, no wait event)"
 
     def close(self) -> None:
         if self._conn is not None:
@@ -300,3 +392,132 @@ def _conf_value(v: Any) -> str:
     if isinstance(v, (int, float)):
         return str(v)
     return "'" + str(v).replace("'", "''") + "'"
+
+
+class GuardedConnection(psycopg.Connection):  # type: ignore[type-arg]
+    """A psycopg connection on which every round trip to the server has a deadline.
+
+    psycopg sends every request (execute, commit, transaction blocks, COPY) through ``wait``, so that
+    is where the ``_Deadline`` sits; ``GuardedCursor.execute`` and ``commit`` only say what is being
+    waited for and for how long. ``Node.connect`` sets the node and the default deadline.
+    """
+
+    pglab_node: Node
+    pglab_timeout: float
+    _pglab_pending: tuple[str, float] | None = None
+
+    def wait(self, gen: Any, *args: Any, **kwargs: Any) -> Any:
+        what, limit = self._pglab_pending or ("a request to the server", self.pglab_timeout)
+        with _Deadline(self, what, limit):
+            return super().wait(gen, *args, **kwargs)
+
+    def commit(self) -> None:
+        with self._labelled("commit", self.pglab_timeout):
+            super().commit()
+
+    @contextlib.contextmanager
+    def _labelled(self, what: str, limit: float) -> Iterator[None]:
+        previous, self._pglab_pending = self._pglab_pending, (what, limit)
+        try:
+            yield
+        finally:
+            self._pglab_pending = previous
+
+
+class GuardedCursor(psycopg.Cursor):  # type: ignore[type-arg]
+    """``execute`` takes a per-call ``timeout`` (default: the connection's); see GuardedConnection."""
+
+    def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None,
+                binary: bool | None = None, timeout: float | None = None) -> GuardedCursor:
+        conn: GuardedConnection = self.connection  # type: ignore[assignment]
+        limit = conn.pglab_timeout if timeout is None else timeout
+        longer = limit > conn.pglab_timeout
+        if longer:  # the server's backstop would end it first: move it out of the way for this call
+            ms = str(int((limit + SERVER_TIMEOUT_MARGIN_S) * 1000))
+            conn.execute("select set_config('statement_timeout', %s, %s)", (ms, not conn.autocommit))
+        try:
+            with conn._labelled(_statement_text(query, conn), limit):
+                super().execute(query, params, prepare=prepare, binary=binary)
+        finally:
+            if longer and conn.autocommit and not conn.closed:
+                conn.execute("reset statement_timeout")
+        return self
+
+    def executemany(self, query: Any, params_seq: Any, *, returning: bool = False) -> None:
+        conn: GuardedConnection = self.connection  # type: ignore[assignment]
+        with conn._labelled(_statement_text(query, conn), conn.pglab_timeout):
+            super().executemany(query, params_seq, returning=returning)
+
+
+def _statement_text(query: Any, conn: Any) -> str:
+    if isinstance(query, str):
+        return query
+    if isinstance(query, bytes):
+        return query.decode(errors="replace")
+    return query.as_string(conn) if hasattr(query, "as_string") else str(query)
+
+
+class _Deadline:
+    """Watches one round trip to the server from a timer thread.
+
+    At the deadline it reads what the backend waits for (a second connection), cancels the
+    statement, and if the server does not answer the cancel within CANCEL_GRACE_S it shuts the
+    socket down, so that the execute returns whatever happened to the host. A statement that was
+    cancelled raises QueryTimeout even if it then reported success (a commit whose synchronous-standby
+    wait was cancelled is committed locally, with a warning): the caller did not get what it asked
+    for in time. The connection is closed afterwards, so that a late cancel can never hit the next
+    statement.
+    """
+
+    def __init__(self, conn: GuardedConnection, sql: str, timeout: float):
+        self.conn, self.sql, self.timeout = conn, sql, timeout
+        self.fired = False
+        self.waited_for = ""
+        self._lock = threading.Lock()
+        self._finished = threading.Event()
+        self._timer = threading.Timer(timeout, self._fire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        with self._lock:
+            self._finished.set()
+            fired = self.fired
+        self._timer.cancel()
+        if not fired:
+            return
+        self._timer.join()  # diagnosis and cancel are done
+        node = self.conn.pglab_node
+        self.conn.close()
+        note = ""
+        if exc is None and "SyncRep" in self.waited_for:
+            note = "The transaction committed locally, but no synchronous standby confirmed it"
+        elif exc is None:
+            note = "It completed just after the deadline"
+        raise QueryTimeout(node.name, node.host.name, node.port, self.sql, self.timeout, self.waited_for,
+                           note) from exc
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._finished.is_set():
+                return
+            self.fired = True
+        self.waited_for = self.conn.pglab_node.describe_wait(self.conn.pgconn.backend_pid)
+        try:
+            self.conn.cancel_safe(timeout=CANCEL_GRACE_S)
+        except Exception:  # noqa: BLE001, S110  (the socket is cut below if the cancel did not work)
+            pass
+        if not self._finished.wait(CANCEL_GRACE_S):
+            self._cut()
+
+    def _cut(self) -> None:
+        """Shut the connection's socket down: a blocked read returns at once with an error."""
+        try:
+            fd = self.conn.pgconn.socket
+            with socket.socket(fileno=os.dup(fd)) as sock:
+                sock.shutdown(socket.SHUT_RDWR)
+        except Exception:  # noqa: BLE001, S110  (already closed: nothing left to cut)
+            pass

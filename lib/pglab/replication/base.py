@@ -110,16 +110,19 @@ class System(ABC):
         """One sample for the lag CSV: {"lag_bytes": ..., "lag_s": ...} (None where not known)."""
         return lag_sample()
 
-    def mark(self, token: str) -> None:
+    def mark(self, token: str, timeout: float | None = None) -> None:
         """Commit a marker on the provider: one update of pgbench_branches, replicated like any other.
 
         Every system here applies transactions in the provider's commit order, so once the marker is
         visible on the subscriber everything committed before it has been applied there. The same
         test for every system, measured at *apply* (the systems' own confirmations can trail it: the
         built-in apply worker reports flushed positions about once a second).
+
+        The commit gives up after ``timeout`` (default: the provider's ``query_timeout_s``) with
+        QueryTimeout: a provider with a dead synchronous standby would otherwise wait forever.
         """
         self.provider.query(f"update pgbench_branches set filler = %s where bid = {MARKER_BID}", (token,),
-                            dbname=self.dbname)
+                            dbname=self.dbname, timeout=timeout)
 
     def applied(self, token: str) -> bool:
         """True once the subscriber shows the marker ``token`` (see ``mark``)."""

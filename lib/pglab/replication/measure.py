@@ -82,7 +82,8 @@ def run_and_catch_up(system: System, start: Callable[[], Background], *, lag_csv
     committed right then is visible on the subscriber (``System.mark``: applied, the same test for
     every system), and until the system's own ``caught_up`` agrees (LSNs, sl_setsync, PgQ ticks).
     A workload that outlives ``run_timeout_s`` is stopped (its exit code says so); the catch-up wait
-    still runs, so the subscriber's state after a killed run is measured too.
+    still runs, so the subscriber's state after a killed run is measured too. A marker that cannot be
+    committed within ``catchup_timeout_s`` (a provider stuck on a synchronous standby) raises QueryTimeout.
     """
     t0 = time.monotonic()
     sampler = LagSampler(system, lag_csv, lag_interval_s, t0)
@@ -95,7 +96,7 @@ def run_and_catch_up(system: System, start: Callable[[], Background], *, lag_csv
                 break
             time.sleep(poll_s)
         t_end = time.monotonic()
-        system.mark(token)
+        system.mark(token, timeout=catchup_timeout_s)  # QueryTimeout (a ProcessError) if it cannot commit
         checks, slowest = 0, 0.0
         applied_at: float | None = None
         confirmed_at: float | None = None
