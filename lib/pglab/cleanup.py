@@ -197,18 +197,12 @@ class Session:
         logs.mkdir(exist_ok=True)
         for node in self.nodes:
             if node.ws is ws and node.host.exists(node.log_file):
-                node.host.get(node.log_file, logs / f"{node.name}.log")
+                node.host.get(node.log_file, logs / f"{node.name}.log", mode=0o644)  # evidence, no secret
 
 
 def _remove_secrets(ws: Workspace) -> None:
     """A kept workspace keeps logs and data dirs, not the run's password."""
-    remove = getattr(ws, "remove_secrets", None)
-    if remove is not None:
-        remove()
-        return
-    ws.host.run(["rm", "-f", ws.passfile])
-    if os.path.exists(ws.local_passfile):
-        os.unlink(ws.local_passfile)
+    ws.remove_secrets()
 
 
 def _describe_leftover(left: dict[str, Any]) -> str:

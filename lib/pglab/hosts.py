@@ -480,7 +480,6 @@ class SSHHost(Host):
         self.conn.close()
 
 
-
 def _load_known_hosts(keys: object, path: str) -> None:
     """Add the entries of an OpenSSH known_hosts file to paramiko ``keys``, reading it only.
 

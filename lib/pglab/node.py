@@ -5,7 +5,7 @@ trust on the socket is safe) and the passfile holding the run's generated passwo
 the server user). TCP connections, replication included, authenticate with scram-sha-256 against
 that password; it appears in no command line, log, parameter file, notebook or repr.
 
-Every psycopg connection pglab opens is guarded (``GuardedCursor``): a statement that outlives its
+Every psycopg connection pglab opens is guarded (``GuardedConnection``): a statement that outlives its
 deadline is cancelled from the client, because the server cannot end some waits by itself (a commit
 waiting for a dead synchronous standby ignores statement_timeout), and ``QueryTimeout`` says what the
 backend was waiting for.
@@ -57,12 +57,15 @@ BASE_SETTINGS: dict[str, Any] = {
 
 
 # Client-side deadlines: the default for every statement, how long a cancel may take before the
-# socket is cut, and the margin by which the server's statement_timeout (a backstop for a client that
-# died) trails the client's own deadline, so that the client always gets to say what was waited for.
+# socket is cut, how long asking what a late statement waits for may take, and the margin by which the
+# server's statement_timeout (a backstop for a client that died) trails the client's own deadline, so
+# that the client always gets to say what was waited for.
 QUERY_TIMEOUT_S = 120.0
 CANCEL_GRACE_S = 5.0
+DIAGNOSE_S = 5.0
 SERVER_TIMEOUT_MARGIN_S = 2.0
-# TCP connections (remote nodes, through the SSH tunnel) notice a vanished peer within ~30 s.
+# TCP connections notice a vanished peer within ~30 s. For a remote node that peer is the local end of
+# its SSH tunnel, so a vanished host is caught by the client deadline (cancel, then socket cut) instead.
 TCP_KEEPALIVE: dict[str, Any] = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5,
                                  "keepalives_count": 3, "tcp_user_timeout": 30000}
 
@@ -135,7 +138,7 @@ class Node:
     settings: dict[str, Any] = field(default_factory=dict)
     role: str = "primary"
     on_start: Callable[[Node], None] | None = None
-    query_timeout_s: float = QUERY_TIMEOUT_S  # client-side deadline of every statement (see GuardedCursor)
+    query_timeout_s: float = QUERY_TIMEOUT_S  # client-side deadline of every statement (see GuardedConnection)
     _conn: Any = field(default=None, repr=False)
 
     @property
@@ -334,29 +337,35 @@ class Node:
             cur.execute(sql, args)
             return cur.fetchall() if cur.description else []
 
-    def describe_wait(self, pid: int) -> str:
-        """What backend ``pid`` is waiting for, in words, from pg_stat_activity (a short-lived session)."""
-        try:
-            with psycopg.connect(autocommit=True, **self.conninfo("postgres", 3.0, connect_timeout=3)) as conn:
-                row = conn.execute(
-                    "select a.wait_event_type, a.wait_event, a.state, pg_blocking_pids(%s)::text, "
-                    "current_setting('synchronous_standby_names') "
-                    "from (select 1) one left join pg_stat_activity a on a.pid = %s", (pid, pid)).fetchone()
-        except Exception as exc:  # noqa: BLE001  (the timeout is reported either way)
-            first = (str(exc).strip().splitlines() or [""])[0]
-            return f"something it could not find out (asking pg_stat_activity failed: {type(exc).__name__}: {first})"
-        assert row is not None
-        wtype, event, state, blockers, sync_names = row
-        if state is None:
-            return f"nothing any more: backend {pid} was gone"
-        if (wtype, event) == ("IPC", "SyncRep"):
-            return (f"a synchronous standby to confirm (IPC:SyncRep; "
-                    f"synchronous_standby_names = '{sync_names}')")
-        if wtype == "Lock":
-            return f"a lock (Lock:{event}; blocked by backend pids {blockers})"
-        if wtype:
-            return f"{wtype}:{event} (state {state})"
-        return f"nothing it could name: it was running (state {state}, no wait event)"
+    def describe_wait(self, pid: int, timeout: float = DIAGNOSE_S) -> str:
+        """What backend ``pid`` is waiting for, in words, from pg_stat_activity (a short-lived session).
+
+        Asked from a helper thread given ``timeout`` seconds: a server that does not answer (a vanished
+        host behind a tunnel) must not hold up the cancel that follows.
+        """
+        answer = [f"something it could not find out (pg_stat_activity did not answer within {timeout:g} s)"]
+        opened: list[psycopg.Connection] = []
+
+        def ask() -> None:
+            try:
+                with psycopg.connect(autocommit=True, **self.conninfo("postgres", timeout, connect_timeout=3)) as conn:
+                    opened.append(conn)
+                    row = conn.execute(
+                        "select a.wait_event_type, a.wait_event, a.state, pg_blocking_pids(%s)::text, "
+                        "current_setting('synchronous_standby_names') "
+                        "from (select 1) one left join pg_stat_activity a on a.pid = %s", (pid, pid)).fetchone()
+                answer[0] = _wait_in_words(pid, *row)  # type: ignore[misc]
+            except Exception as exc:  # noqa: BLE001  (the timeout is reported either way)
+                first = (str(exc).strip().splitlines() or [""])[0]
+                answer[0] = (f"something it could not find out (asking pg_stat_activity failed: "
+                             f"{type(exc).__name__}: {first})")
+
+        helper = threading.Thread(target=ask, name=f"pglab-diagnose-{self.name}", daemon=True)
+        helper.start()
+        helper.join(timeout)
+        if helper.is_alive() and opened:
+            _cut(opened[0])  # frees the helper too
+        return answer[0]
 
     def close(self) -> None:
         if self._conn is not None:
@@ -384,6 +393,29 @@ class Node:
             "settings": {n: {"setting": s, "unit": u, "source": src} for n, s, u, src in settings},
             "extensions": dict(ext),
         }
+
+
+def _wait_in_words(pid: int, wtype: str | None, event: str | None, state: str | None, blockers: str,
+                   sync_names: str) -> str:
+    """A pg_stat_activity row as the end of "it was waiting for ..."."""
+    if state is None:
+        return f"nothing any more: backend {pid} was gone"
+    if (wtype, event) == ("IPC", "SyncRep"):
+        return f"a synchronous standby to confirm (IPC:SyncRep; synchronous_standby_names = '{sync_names}')"
+    if wtype == "Lock":
+        return f"a lock (Lock:{event}; blocked by backend pids {blockers})"
+    if wtype:
+        return f"{wtype}:{event} (state {state})"
+    return f"nothing it could name: it was running (state {state}, no wait event)"
+
+
+def _cut(conn: psycopg.Connection) -> None:
+    """Shut a connection's socket down: a read blocked on it (in any thread) returns at once with an error."""
+    try:
+        with socket.socket(fileno=os.dup(conn.pgconn.socket)) as sock:
+            sock.shutdown(socket.SHUT_RDWR)
+    except Exception:  # noqa: BLE001, S110  (already closed: nothing left to cut)
+        pass
 
 
 def _conf_value(v: Any) -> str:
@@ -511,13 +543,4 @@ class _Deadline:
         except Exception:  # noqa: BLE001, S110  (the socket is cut below if the cancel did not work)
             pass
         if not self._finished.wait(CANCEL_GRACE_S):
-            self._cut()
-
-    def _cut(self) -> None:
-        """Shut the connection's socket down: a blocked read returns at once with an error."""
-        try:
-            fd = self.conn.pgconn.socket
-            with socket.socket(fileno=os.dup(fd)) as sock:
-                sock.shutdown(socket.SHUT_RDWR)
-        except Exception:  # noqa: BLE001, S110  (already closed: nothing left to cut)
-            pass
+            _cut(self.conn)

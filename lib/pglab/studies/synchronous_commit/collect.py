@@ -141,8 +141,7 @@ def set_level(primary: Node, level: str, standby_name: str, timeout: float = 10)
     primary.configure({"synchronous_commit": level}, reload=True)
     deadline = time.monotonic() + timeout
     while True:
-        with primary.connect(DB) as conn:
-            shown = conn.execute("show synchronous_commit").fetchone()[0]
+        shown = primary.query_fresh("show synchronous_commit", dbname=DB, timeout=timeout)[0][0]
         if shown == level:
             break
         if time.monotonic() > deadline:
