@@ -140,3 +140,24 @@ def test_no_workflow_loses_a_manual_run(checkout: Path) -> None:
     sh(checkout, "git", "checkout", "-q", "--", ".")
     sh(checkout, "dvc", "checkout", "--force")
     assert kept(after_exp, archive(checkout))
+
+
+def test_a_fresh_clone_regenerates_every_figure_from_the_shipped_runs(tmp_path: Path) -> None:
+    """`dvc pull` from the remote inside the repository, offline; then nothing is measured again."""
+    clone = tmp_path / "clone"
+    sh(tmp_path, "git", "clone", "-q", str(REPO), str(clone))
+    sh(clone, "dvc", "pull", "-q")
+    status = sh(clone, "dvc", "status")
+    assert "changed" not in status and "modified" not in status, status
+    shipped = outputs(clone)
+    assert any(k.startswith("figures/logical_replication/") for k in shipped)
+    for study in STUDIES:
+        shutil.rmtree(clone / "figures" / study)
+    out = sh(clone, "dvc", "repro", timeout=900)
+    for study in STUDIES:
+        assert f"Running stage 'analyze@{study}'" in out and f"Running stage 'collect@{study}'" not in out
+    assert outputs(clone) == shipped  # tables and figures byte-identical
+    assert "Running stage" not in sh(clone, "dvc", "repro")
+    sh(clone, "dvc", "metrics", "diff")
+    sh(clone, "dvc", "plots", "diff", "-o", str(tmp_path / "plots"))
+    assert (tmp_path / "plots" / "index.html").exists()
