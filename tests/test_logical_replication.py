@@ -168,8 +168,11 @@ def test_sigterm_mid_run_stops_servers_and_daemons(tmp_path: Path) -> None:
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and not list(tmp_path.glob("runs/*/*/slony-c*")):
         time.sleep(0.2)  # wait until a measurement is running
-    time.sleep(1)
     manifest_path = next(tmp_path.glob("runs/*/*/manifest.json"))
+    while time.monotonic() < deadline and not any(  # the workload is listed as soon as it has started
+            "pgbench" in e["command"] for e in json.loads(manifest_path.read_text())["processes"]):
+        time.sleep(0.1)
+    time.sleep(1)
     ws = json.loads(manifest_path.read_text())["workspaces"]["local"]
     running = processes_mentioning(ws)
     assert len(postgres_pids(ws)) == 2 and sum("slon -s" in c for c in running.values()) >= 2, running
