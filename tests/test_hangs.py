@@ -101,40 +101,41 @@ def test_commits_waiting_for_a_dead_sync_standby_end_at_the_deadline(inventory: 
     assert not primary.host.exists(base)
 
 
-def test_a_long_per_call_deadline_outlasts_the_server_backstop(inventory: Inventory) -> None:
+@pytest.fixture
+def node(inventory: Inventory):
+    """One started node in a session; after the test the session has stopped it."""
+    with session(inventory) as s:
+        n = s.node("n", "local")
+        n.start()
+        base = n.ws.base
+        yield n
+    assert not postgres_pids(base)
+
+
+def test_a_long_per_call_deadline_outlasts_the_server_backstop(node: Node) -> None:
     """A per-call timeout above the node's default moves the server's statement_timeout out of the way."""
-    with session(inventory) as s:
-        node = s.node("n", "local")
-        node.start()
-        base = node.ws.base
-        node.query_timeout_s = 1.0
-        assert node.query("select pg_sleep(3.5)", timeout=10) == [("",)]
-        assert node.query("show statement_timeout") == [("3s",)]  # back to the default backstop
-        t0 = time.monotonic()
-        with pytest.raises(QueryTimeout, match="pg_sleep") as info:
-            node.query("select pg_sleep(30)")
-        assert time.monotonic() - t0 < 1 + MARGIN
-        assert "it was running" in str(info.value) or "Timeout:PgSleep" in str(info.value)
-    assert not postgres_pids(base)
+    node.query_timeout_s = 1.0
+    assert node.query("select pg_sleep(3.5)", timeout=10) == [("",)]
+    assert node.query("show statement_timeout") == [("3s",)]  # back to the default backstop
+    t0 = time.monotonic()
+    with pytest.raises(QueryTimeout, match="pg_sleep") as info:
+        node.query("select pg_sleep(30)")
+    assert time.monotonic() - t0 < 1 + MARGIN
+    assert "it was running" in str(info.value) or "Timeout:PgSleep" in str(info.value)
 
 
-def test_a_backend_that_ignores_the_cancel_is_cut_off(inventory: Inventory) -> None:
+def test_a_backend_that_ignores_the_cancel_is_cut_off(node: Node) -> None:
     """When the cancel does not help (a stopped backend here, a vanished host in real life) the socket is cut."""
-    with session(inventory) as s:
-        node = s.node("n", "local")
-        node.start()
-        base = node.ws.base
-        node.query_timeout_s = 2.0
-        assert node.query("select 1") == [(1,)]
-        pid = node._conn.info.backend_pid  # our own server's backend, by PID
-        os.kill(pid, signal.SIGSTOP)
-        try:
-            t0 = time.monotonic()
-            with pytest.raises(QueryTimeout, match="select 2.*ClientRead") as info:
-                node.query("select 2")
-            assert time.monotonic() - t0 < 2.0 + CANCEL_GRACE_S + MARGIN
-            assert isinstance(info.value.__cause__, Exception)  # the cut connection's own error
-        finally:
-            os.kill(pid, signal.SIGCONT)
-        assert node.query("select 3") == [(3,)]  # a fresh session
-    assert not postgres_pids(base)
+    node.query_timeout_s = 2.0
+    assert node.query("select 1") == [(1,)]
+    pid = node._conn.info.backend_pid  # our own server's backend, by PID
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(QueryTimeout, match="select 2.*ClientRead") as info:
+            node.query("select 2")
+        assert time.monotonic() - t0 < 2.0 + CANCEL_GRACE_S + MARGIN
+        assert isinstance(info.value.__cause__, Exception)  # the cut connection's own error
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert node.query("select 3") == [(3,)]  # a fresh session
