@@ -57,10 +57,14 @@ class Host(ABC):
 
     name: str
     is_local: bool
+    # Where other hosts and clients reach this host's servers (inventory ``data_address``): PostgreSQL
+    # listens there, and pg_hba admits exactly the data addresses of a run's hosts.
+    data_address: str
 
-    def __init__(self, name: str, server_user: str | None = None):
+    def __init__(self, name: str, server_user: str | None = None, data_address: str = "127.0.0.1"):
         self.name = name
         self._server_user = server_user
+        self.data_address = data_address
 
     # -- the two primitives each implementation provides ------------------------------------
     @abstractmethod
@@ -194,12 +198,18 @@ echo "cpu_model=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
 . /etc/os-release 2>/dev/null && echo "os=$PRETTY_NAME"
 echo "disk_tmp=$(df -Pk /tmp | awk 'NR==2 {print $2" KiB total, "$4" KiB free, on "$1}')"
 echo "user=$(id -un)"
+echo "machine_id=$(cat /etc/machine-id 2>/dev/null || cat /var/lib/dbus/machine-id 2>/dev/null)"
+echo "boot_id=$(cat /proc/sys/kernel/random/boot_id)"
+echo "netns=$(readlink /proc/self/ns/net 2>/dev/null)"
 """
         out = self.run(["sh", "-c", script]).stdout
-        facts: dict[str, object] = {"name": self.name, "kind": "local" if self.is_local else "ssh"}
+        facts: dict[str, object] = {"name": self.name, "kind": "local" if self.is_local else "ssh",
+                                    "data_address": self.data_address}
         for line in out.splitlines():
             key, _, value = line.partition("=")
             facts[key] = int(value) if value.isdigit() else value
+        # Two hosts are one machine when machine id and boot id match (lab hosts: different netns only)
+        facts["machine"] = f"{facts.get('machine_id', '?')}/{str(facts.get('boot_id', '?'))[:8]}"
         return facts
 
     def which(self, program: str) -> str | None:
@@ -283,8 +293,8 @@ class LocalHost(Host):
 
     is_local = True
 
-    def __init__(self, name: str = "local", server_user: str | None = None):
-        super().__init__(name, server_user)
+    def __init__(self, name: str = "local", server_user: str | None = None, data_address: str = "127.0.0.1"):
+        super().__init__(name, server_user, data_address)
         self._user = getpass.getuser()
 
     @property
@@ -385,8 +395,8 @@ class SSHHost(Host):
     def __init__(self, name: str, address: str, user: str, port: int = 22,
                  key_filename: str | None = None, known_hosts: str | None = None,
                  accept_unknown_host_key: bool = False, server_user: str | None = None,
-                 connect_timeout: float = 15):
-        super().__init__(name, server_user)
+                 connect_timeout: float = 15, data_address: str | None = None):
+        super().__init__(name, server_user, data_address or "127.0.0.1")
         import fabric
         import paramiko
 

@@ -5,6 +5,7 @@ Keys and passwords never live here: an SSH entry names a key *file* and a known_
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Literal
 
@@ -20,6 +21,7 @@ class HostEntry(BaseModel):
 
     kind: Literal["local", "ssh"] = "local"
     address: str | None = None  # ssh: DNS name or IP
+    data_address: str | None = None  # where other hosts and clients reach its servers; default below
     port: int = Field(22, ge=1, le=65535)  # ssh port
     user: str | None = None  # ssh login user
     key_filename: str | None = None  # path to the private key (never the key itself)
@@ -30,10 +32,29 @@ class HostEntry(BaseModel):
     workdir: str = "/tmp"  # base for the per-run folder (keep it short: socket paths <= 107 bytes)
     port_range: tuple[int, int] = (20000, 60000)  # where node ports are picked
 
+    @property
+    def data_ip(self) -> str:
+        """The data address: as given, else 127.0.0.1 for a local host, else the SSH address if it is an IP."""
+        if self.data_address:
+            return self.data_address
+        if self.kind == "local":
+            return "127.0.0.1"
+        try:
+            return str(ipaddress.ip_address(self.address or ""))
+        except ValueError:
+            raise UserError(f"host at {self.address!r}: set data_address (an IP address other hosts reach "
+                            "its servers at) in the inventory") from None
+
     @model_validator(mode="after")
     def _ssh_needs_address(self) -> HostEntry:
         if self.kind == "ssh" and not (self.address and self.user):
             raise ValueError("an ssh host needs 'address' and 'user'")
+        if self.data_address is not None:
+            try:
+                ipaddress.ip_address(self.data_address)
+            except ValueError:
+                raise ValueError(f"data_address {self.data_address!r} must be an IP address "
+                                 "(pg_hba admits addresses, not names)") from None
         lo, hi = self.port_range
         if not 1024 <= lo < hi <= 65535:
             raise ValueError(f"port_range {self.port_range} must be within 1024-65535, low < high")
@@ -54,10 +75,10 @@ class Inventory(BaseModel):
         """A ready Host; for SSH the key check happens here, before anything starts."""
         e = self.entry(name)
         if e.kind == "local":
-            return LocalHost(name, server_user=e.server_user)
+            return LocalHost(name, server_user=e.server_user, data_address=e.data_ip)
         host = SSHHost(name, e.address or "", e.user or "", port=e.port, key_filename=e.key_filename,
                        known_hosts=e.known_hosts, accept_unknown_host_key=e.accept_unknown_host_key,
-                       server_user=e.server_user)
+                       server_user=e.server_user, data_address=e.data_ip)
         host.open()
         return host
 
