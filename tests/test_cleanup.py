@@ -137,7 +137,7 @@ def test_what_could_not_be_stopped_makes_the_run_cleanup_failed_and_cleanup_stop
     bg_pid = 0
     try:
         with session(Inventory(), store) as s:
-            node = s.node("primary", "local")
+            node = s.deploy.node("primary", "local")
             node.start()
             ws = node.ws.base
             bg = s.track_background(node.host.start(["sleep", "300"], f"{ws}/sleep.out", f"{ws}/sleep.err"))
@@ -311,7 +311,7 @@ from pglab.inventory import Inventory
 from pglab.store import RunStore
 store = RunStore(Path(sys.argv[1]) / "runs" / "test", "test", "test", {})
 with session(Inventory(), store) as s:
-    primary = s.node("primary", "local")
+    primary = s.deploy.node("primary", "local")
     primary.start()
     base = primary.ws.base
     s.track_background(primary.host.start(["sleep", "300"], f"{base}/sleep.out", f"{base}/sleep.err"))
@@ -425,7 +425,7 @@ store = RunStore(Path(sys.argv[1]) / "runs" / "test", "test", "test", {})
 print(store.dir, flush=True)
 try:
     with session(Inventory(), store) as s:
-        node = s.node("primary", "local")
+        node = s.deploy.node("primary", "local")
         node.start()
         print(node.ws.base, flush=True)
         raise KeyboardInterrupt
@@ -477,7 +477,7 @@ def test_a_failed_run_keeps_its_workspace_but_not_its_passfile(tmp_path: Path,
     try:
         with pytest.raises(RuntimeError, match="boom"):
             with session(Inventory(), store) as s:
-                node = s.node("primary", "local")
+                node = s.deploy.node("primary", "local")
                 node.start()
                 ws = node.ws
                 raise RuntimeError("boom")

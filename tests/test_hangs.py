@@ -59,10 +59,10 @@ def assert_times_out(call, node: Node, statement: str) -> QueryTimeout:
 @pytest.mark.parametrize("where", ["local", "ssh"])
 def test_commits_waiting_for_a_dead_sync_standby_end_at_the_deadline(inventory: Inventory, where: str) -> None:
     with session(inventory) as s:
-        primary = s.node("primary", where, {"synchronous_standby_names": SYNC_NAMES})
+        primary = s.deploy.node("primary", where, {"synchronous_standby_names": SYNC_NAMES})
         primary.start()
         base = primary.ws.base
-        standby = s.standby(primary, "standby1")
+        standby = s.deploy.standby(primary, "standby1")
         standby.start()
         assert primary.wait_for_sync_state("standby1") == "sync"
         primary.query(f"create database {DB}")
@@ -105,7 +105,7 @@ def test_commits_waiting_for_a_dead_sync_standby_end_at_the_deadline(inventory: 
 def node(inventory: Inventory):
     """One started node in a session; after the test the session has stopped it."""
     with session(inventory) as s:
-        n = s.node("n", "local")
+        n = s.deploy.node("n", "local")
         n.start()
         base = n.ws.base
         yield n

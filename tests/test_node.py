@@ -17,10 +17,10 @@ pytestmark = pytest.mark.servers
 @pytest.mark.parametrize("where", ["local", "ssh"])
 def test_primary_with_synchronous_standby(inventory: Inventory, where: str) -> None:
     with session(inventory) as s:
-        primary = s.node("primary", where, {"synchronous_standby_names": "FIRST 1 (sb1)"})
+        primary = s.deploy.node("primary", where, {"synchronous_standby_names": "FIRST 1 (sb1)"})
         primary.start()
         assert primary.host.run(["id", "-un"], as_user=primary.user).stdout.strip() != "root"
-        standby = s.standby(primary, "sb1")
+        standby = s.deploy.standby(primary, "sb1")
         standby.start()
         assert primary.wait_for_sync_state("sb1") == "sync"
         primary.query("create table t (x int primary key)")
@@ -53,9 +53,9 @@ def test_cleanup_after_an_exception(inventory: Inventory) -> None:
     t0 = time.monotonic()
     with pytest.raises(QueryTimeout, match="primary.*IPC:SyncRep") as err:
         with session(inventory) as s:
-            primary = s.node("primary", "local", {"synchronous_standby_names": "FIRST 1 (sb1)"})
+            primary = s.deploy.node("primary", "local", {"synchronous_standby_names": "FIRST 1 (sb1)"})
             primary.start()
-            standby = s.standby(primary, "sb1")
+            standby = s.deploy.standby(primary, "sb1")
             standby.start()
             primary.wait_for_sync_state("sb1")
             standby.stop()  # a dead synchronous standby: without a client deadline this commit waits forever

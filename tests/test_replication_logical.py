@@ -29,9 +29,9 @@ DB = "bench"
 
 def start_pair(s: Session) -> tuple[Node, Node]:
     """Provider with pgbench tables (scale 1) and the history key; an empty started subscriber."""
-    provider = s.node("provider", "local")
+    provider = s.deploy.node("provider", "local")
     provider.start()
-    subscriber = s.node("subscriber", "local")
+    subscriber = s.deploy.node("subscriber", "local")
     subscriber.start()
     for node in (provider, subscriber):
         node.query(f"create database {DB}")

@@ -23,8 +23,8 @@ pytestmark = pytest.mark.servers
 def test_trigger_replication(inventory: Inventory, system_cls: type[System]) -> None:
     pids: list[int] = []
     with session(inventory) as s:
-        provider = s.node("provider", "local")
-        subscriber = s.node("subscriber", "local")
+        provider = s.deploy.node("provider", "local")
+        subscriber = s.deploy.node("subscriber", "local")
         reason = system_cls.unavailable(provider.host, provider.bindir)
         assert reason is None, reason  # scripts/bootstrap.sh installs every system
         provider.start()

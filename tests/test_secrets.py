@@ -33,9 +33,9 @@ def scratch_dir(host: Host, inventory: Inventory) -> str:
 @pytest.mark.servers
 def test_password_is_in_no_repr_and_no_error(inventory: Inventory) -> None:
     with session(inventory) as s:
-        primary = s.node("primary", "local")
+        primary = s.deploy.node("primary", "local")
         primary.start()
-        standby = s.standby(primary, "standby1")
+        standby = s.deploy.standby(primary, "standby1")
         ws = primary.ws
         pw = ws.password
         real = len(pw) >= 20 and pw in primary.host.read_text(ws.passfile)

@@ -34,9 +34,9 @@ def tiny(**kw: object) -> dict:
 @pytest.mark.parametrize("where", ["local", "ssh"])
 def test_every_level_is_in_effect_in_the_benchmark_session(inventory: Inventory, where: str) -> None:
     with session(inventory) as s:
-        primary = s.node("primary", where, {"synchronous_standby_names": "FIRST 1 (sb1)"})
+        primary = s.deploy.node("primary", where, {"synchronous_standby_names": "FIRST 1 (sb1)"})
         primary.start()
-        standby = s.standby(primary, "sb1")
+        standby = s.deploy.standby(primary, "sb1")
         standby.start()
         primary.query(f"create database {collect.DB}")
         for level in LEVELS:

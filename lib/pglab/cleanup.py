@@ -36,6 +36,7 @@ from pglab.hosts import Background, Host, LocalHost
 from pglab.inventory import Inventory
 from pglab.node import Node, Workspace
 from pglab.store import MANIFEST, RunStore, now, write_json
+from pglab.topology import Deployment
 
 # A run's status once it is over and nothing of it runs any more (its index entry can go).
 FINAL = ("complete", "failed", "interrupted", "killed")
@@ -45,69 +46,64 @@ WORKSPACE_NAME = re.compile(r"pglab-[A-Za-z0-9]{6}")
 
 
 class Session:
-    """The resources of one study run, released in a safe order."""
+    """The resources of one study run, released in a safe order.
 
-    def __init__(self, inventory: Inventory, store: RunStore | None = None):
+    ``deploy`` (a ``pglab.topology.Deployment``) creates hosts, workspaces and nodes; the session hears
+    of each as it is made (``Recorder``), lists it in the manifest at once, and releases it in ``close``.
+    """
+
+    def __init__(self, inventory: Inventory, store: RunStore | None = None, tls: bool = False):
         self.inventory = inventory
         self.store = store
-        self.hosts: dict[str, Host] = {}
-        self.workspaces: dict[str, Workspace] = {}
-        self.nodes: list[Node] = []
         self.background: list[Background] = []
-        self.used_ports: set[int] = set()
         self.boot_ids: dict[str, str] = {}
+        self.deploy = Deployment(inventory, tls=tls, recorder=self,
+                                 label=store.manifest["run_id"] if store else "pglab")
         if store:  # lets `pglab cleanup` tell this process from a later one with the same PID
             store.manifest["control"] = _quietly(procs.identity, LocalHost(), os.getpid())
             store.save()
 
+    @property
+    def hosts(self) -> dict[str, Host]:
+        return self.deploy.hosts
+
+    @property
+    def workspaces(self) -> dict[str, Workspace]:
+        return self.deploy.workspaces
+
+    @property
+    def nodes(self) -> list[Node]:
+        return self.deploy.nodes
+
     def host(self, name: str) -> Host:
-        if name not in self.hosts:
-            self.hosts[name] = host = self.inventory.connect(name)
-            boot = _quietly(procs.boot_id, host) if self.store else None
-            if boot and self.store:
-                self.boot_ids[name] = boot
-                self.store.manifest.setdefault("boot_ids", {})[name] = boot
-                self.store.save()
-        return self.hosts[name]
+        return self.deploy.host(name)
 
-    def workspace(self, host_name: str) -> Workspace:
-        if host_name not in self.workspaces:
-            host = self.host(host_name)
-            entry = self.inventory.entry(host_name)
-            ws = Workspace.create(host, entry.workdir,
-                                  password=next(iter(self.workspaces.values())).password
-                                  if self.workspaces else None)
-            self.workspaces[host_name] = ws
-            if self.store:
-                self.store.manifest.setdefault("workspaces", {})[host_name] = ws.base
-                # the path of the control machine's copy (never its content): removed after a SIGKILL
-                self.store.manifest.setdefault("local_passfiles", {})[host_name] = ws.local_passfile
-                self.store.save()
-        return self.workspaces[host_name]
+    # -- Recorder: the manifest lists everything the moment it exists ------------------------------
+    def host_opened(self, name: str, host: Host) -> None:
+        """Boot id (for ``pglab cleanup``) and host facts with the machine identity, for every host."""
+        if not self.store:
+            return
+        boot = _quietly(procs.boot_id, host)
+        if boot:
+            self.boot_ids[name] = boot
+            self.store.manifest.setdefault("boot_ids", {})[name] = boot
+        facts = _quietly(host.facts)
+        if facts:
+            self.store.manifest.setdefault("hosts", {})[name] = facts
+        self.store.save()
 
-    def node(self, name: str, host_name: str, settings: dict[str, Any] | None = None) -> Node:
-        """A new, initialised (not started) node on ``host_name`` with a free port."""
-        ws = self.workspace(host_name)
-        entry = self.inventory.entry(host_name)
-        port = ws.host.free_port(*entry.port_range, exclude=self.used_ports)
-        self.used_ports.add(port)
-        node = Node(ws, name, port, entry.bindir, on_start=self._track)
-        node.init(settings)
-        return node
+    def workspace_made(self, name: str, ws: Workspace) -> None:
+        if self.store:
+            self.store.manifest.setdefault("workspaces", {})[name] = ws.base
+            # the path of the control machine's copy (never its content): removed after a SIGKILL
+            self.store.manifest.setdefault("local_passfiles", {})[name] = ws.local_passfile
+            self.store.save()
 
-    def standby(self, primary: Node, name: str) -> Node:
-        entry = self.inventory.entry(primary.host.name)
-        port = primary.host.free_port(*entry.port_range, exclude=self.used_ports)
-        self.used_ports.add(port)
-        return primary.backup(name, port)
-
-    def _track(self, node: Node) -> None:
+    def node_starting(self, node: Node) -> None:
         """Called before the server starts, so its PID is not known yet: ``pglab cleanup`` proves a
         node is this run's by its data dir (in this run's workspace) and the host's boot id."""
-        if node not in self.nodes:
-            self.nodes.append(node)
-            if self.store:
-                self.store.add_node(node.describe())
+        if self.store and not any(n.get("data_dir") == node.data_dir for n in self.store.manifest["nodes"]):
+            self.store.add_node(node.describe())
 
     def track_background(self, proc: Background) -> Background:
         """List ``proc`` for cleanup, with what identifies it beyond its PID (see ``pglab.procs``)."""
@@ -289,10 +285,10 @@ def deferred_signals(signums: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM))
 
 
 @contextlib.contextmanager
-def session(inventory: Inventory, store: RunStore | None = None) -> Iterator[Session]:
+def session(inventory: Inventory, store: RunStore | None = None, tls: bool = False) -> Iterator[Session]:
     """A Session that always closes; the store's status, written after everything was released, says
     how the run ended."""
-    s = Session(inventory, store)
+    s = Session(inventory, store, tls)
     outcome = "failed"
     in_flight = False
     with sigterm_as_interrupt():

@@ -426,7 +426,7 @@ class SSHHost(Host):
             policy = _RecordPolicy(learned)
         client.set_missing_host_key_policy(policy)
         self._tunnels = contextlib.ExitStack()
-        self._tunnel_ports: dict[int, int] = {}
+        self._tunnel_ports: dict[tuple[str, int], int] = {}
 
     @property
     def login_user(self) -> str:
@@ -466,20 +466,21 @@ class SSHHost(Host):
         with _open_private(local, mode) as dst:
             self.conn.get(remote, dst)
 
-    def tunnel(self, remote_port: int) -> int:
-        """Forward a local port to 127.0.0.1:remote_port on this host; closed with the host."""
-        if remote_port in self._tunnel_ports:
-            return self._tunnel_ports[remote_port]
+    def tunnel(self, remote_port: int, remote_host: str = "127.0.0.1") -> int:
+        """Forward a local port to remote_host:remote_port as seen from this host; closed with the host."""
+        key = (remote_host, remote_port)
+        if key in self._tunnel_ports:
+            return self._tunnel_ports[key]
         with contextlib.closing(socket.socket()) as s:
             s.bind(("127.0.0.1", 0))
             local_port = s.getsockname()[1]
         self._tunnels.enter_context(self.conn.forward_local(local_port, remote_port=remote_port,
-                                                            remote_host="127.0.0.1"))
+                                                            remote_host=remote_host))
         deadline = time.monotonic() + 10  # fabric binds the local port in its own thread: wait for it
         while time.monotonic() < deadline:
             with contextlib.closing(socket.socket()) as s:
                 if s.connect_ex(("127.0.0.1", local_port)) == 0:
-                    self._tunnel_ports[remote_port] = local_port
+                    self._tunnel_ports[key] = local_port
                     return local_port
             time.sleep(0.02)
         raise UserError(f"host {self.name}: tunnel to port {remote_port} did not open")

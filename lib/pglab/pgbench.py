@@ -1,6 +1,8 @@
-"""Running pgbench: build the command, run it on the node's host, write the raw files first.
+"""Running pgbench: build the command, run it on the client's host, write the raw files first.
 
-Parsing lives in ``pgbench_output``; nothing here interprets the output beyond the exit code.
+The client is a ``pglab.topology.Client``: by default the node's own host over the socket, else any
+host of the deployment over TCP to the node's data address. Parsing lives in ``pgbench_output``;
+nothing here interprets the output beyond the exit code.
 """
 
 from __future__ import annotations
@@ -12,13 +14,16 @@ from pglab.errors import ProcessError
 from pglab.hosts import Background, Result
 from pglab.node import Node
 from pglab.store import Point
+from pglab.target import Target
+from pglab.topology import Client
 
 
-def pgbench_argv(node: Node, dbname: str, *, clients: int = 1, jobs: int | None = None,
+def pgbench_argv(node: Node | Client, dbname: str, *, clients: int = 1, jobs: int | None = None,
                  transactions: int | None = None, duration_s: float | None = None,
                  select_only: bool = False, no_vacuum: bool = False, progress_s: float | None = None,
                  protocol: str | None = None, extra: Sequence[str] = ()) -> list[str]:
-    """A pgbench run command; exactly one of ``transactions`` / ``duration_s``."""
+    """A pgbench run command (the binary of ``node``'s or the client's host); exactly one of
+    ``transactions`` / ``duration_s``."""
     if (transactions is None) == (duration_s is None):
         raise ValueError("give exactly one of transactions or duration_s")
     argv = [node.bin("pgbench"), "-c", str(clients), "-j", str(jobs or clients)]
@@ -34,31 +39,34 @@ def pgbench_argv(node: Node, dbname: str, *, clients: int = 1, jobs: int | None 
     return [*argv, *extra, dbname]
 
 
-def session_env(node: Node, settings: Mapping[str, Any] | None = None) -> dict[str, str]:
-    """Client environment: connection by socket, plus per-session settings through PGOPTIONS."""
-    env = node.pg_env()
+def session_env(node: Target, settings: Mapping[str, Any] | None = None,
+                client: Client | None = None) -> dict[str, str]:
+    """Client environment: how ``client`` reaches ``node``, plus per-session settings through PGOPTIONS."""
+    env = (client or Client.on_node_host(node)).env(node)
     if settings:
         env["PGOPTIONS"] = " ".join(f"-c {k}={v}" for k, v in settings.items())
     return env
 
 
 def run(node: Node, point: Point, argv: list[str], *, timeout: float, prefix: str = "",
-        settings: Mapping[str, Any] | None = None) -> Result:
-    """Run to completion (killed at ``timeout``) and record the raw output before returning."""
+        settings: Mapping[str, Any] | None = None, client: Client | None = None) -> Result:
+    """Run on the client's host to completion (killed at ``timeout``); record the raw output first."""
+    host = (client or Client.on_node_host(node)).host
     try:
-        result = node.host.run(argv, env=session_env(node, settings), timeout=timeout, check=False)
+        result = host.run(argv, env=session_env(node, settings, client), timeout=timeout, check=False)
     except ProcessError as exc:  # timed out: keep what it printed
-        result = Result(node.host.name, exc.command, -1, exc.stdout, exc.stderr + "\npglab: timed out\n",
+        result = Result(host.name, exc.command, -1, exc.stdout, exc.stderr + "\npglab: timed out\n",
                         timeout)
     point.record(result, prefix)
     return result
 
 
 def start(node: Node, point: Point, argv: list[str], *, prefix: str,
-          settings: Mapping[str, Any] | None = None) -> Background:
-    """Start in the background; output files land in the node's workspace until ``collect``."""
-    base = f"{node.ws.base}/{point.id}-{prefix}"
-    return node.host.start(argv, f"{base}stdout.txt", f"{base}stderr.txt", env=session_env(node, settings))
+          settings: Mapping[str, Any] | None = None, client: Client | None = None) -> Background:
+    """Start in the background on the client's host; output lands in its workspace until ``collect``."""
+    c = client or Client.on_node_host(node)
+    base = f"{c.ws.base}/{point.id}-{prefix}"
+    return c.host.start(argv, f"{base}stdout.txt", f"{base}stderr.txt", env=session_env(node, settings, c))
 
 
 def collect(proc: Background, point: Point, prefix: str, timeout: float) -> Result:
@@ -74,7 +82,7 @@ def collect(proc: Background, point: Point, prefix: str, timeout: float) -> Resu
 
 
 def initialise(node: Node, point: Point, dbname: str, scale: int, extra: Sequence[str] = (),
-               timeout: float = 1800) -> Result:
+               timeout: float = 1800, client: Client | None = None) -> Result:
     """``pgbench -i`` (its log goes to stderr; phase times are parsed later from stderr.txt)."""
-    argv = [node.bin("pgbench"), "-i", "-s", str(scale), *extra, dbname]
-    return run(node, point, argv, timeout=timeout)
+    argv = [(client or node).bin("pgbench"), "-i", "-s", str(scale), *extra, dbname]
+    return run(node, point, argv, timeout=timeout, client=client)

@@ -86,9 +86,10 @@ class System(ABC):
         return None
 
     def spawn(self, node: Node, argv: list[str], label: str) -> Background:
-        """Start a daemon as the server user, logs in the workspace; tracked before anything else runs."""
+        """Start a daemon on ``node``'s host as the server user, logs in that host's workspace, with that
+        host's passfile (and TLS settings); tracked before anything else runs."""
         base = f"{node.ws.base}/{label}"
-        proc = node.host.start(argv, f"{base}.out", f"{base}.err", as_user=node.user)
+        proc = node.host.start(argv, f"{base}.out", f"{base}.err", as_user=node.user, env=node.ws.libpq_env())
         self.processes.append(proc)
         if self.on_process:
             self.on_process(proc)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pglab.errors import ProcessError
-from pglab.node import SUPERUSER, Node
+from pglab.node import Node
 from pglab.replication.base import TABLES, System, add_history_key, lag_sample
 
 PUBLICATION = "pglab_pub"
@@ -40,8 +40,9 @@ def apply_settings(node: Node, settings: dict[str, Any]) -> None:
 
 
 def dsn(node: Node, dbname: str) -> str:
-    """libpq DSN used by the other side's server processes: TCP plus the run's passfile, no password."""
-    return f"host=127.0.0.1 port={node.port} user={SUPERUSER} dbname={dbname} passfile={node.ws.passfile}"
+    """libpq DSN the other side's server processes use: TCP to ``node``'s data address. No password and
+    no passfile path: each server takes its own host's passfile from its environment (PGPASSFILE)."""
+    return node.dsn(dbname)
 
 
 def ensure_database(node: Node, dbname: str) -> None:
@@ -52,7 +53,7 @@ def ensure_database(node: Node, dbname: str) -> None:
 def subscriber_schema(node: Node, dbname: str) -> None:
     """Empty pgbench tables with the provider's definitions: ``pgbench -i -I dtp`` plus the history key."""
     ensure_database(node, dbname)
-    node.host.run([node.bin("pgbench"), "-i", "-I", "dtp", dbname], env=node.pg_env(), timeout=300)
+    node.host.run([node.bin("pgbench"), "-i", "-I", "dtp", dbname], env=node.pg_env(), timeout=300)  # on its host
     add_history_key(node, dbname)
 
 

@@ -1,5 +1,9 @@
 """Slony-I 2.2: trigger-based replication driven by slonik (configuration) and two slon daemons.
 
+Where things run (the Slony-I documentation: one slon per node, near its database): slonik runs on
+the provider's host, each slon on its node's host over the socket; paths (``store path``) are TCP
+to the server's data address, because the *client* node's slon uses them.
+
 Recipe and pitfalls (checked on PostgreSQL 15 with Debian 12's packages): every table needs a primary
 key (``add_history_key``); slon's default timing leaves the subscriber far behind, so slon runs
 with ``-s 1000 -t 2000`` unless ``options`` say otherwise; slonik's ``wait for event`` returns
@@ -18,7 +22,7 @@ import glob
 import os
 
 from pglab.hosts import Background, Host
-from pglab.node import SUPERUSER, Node
+from pglab.node import Node
 from pglab.replication.base import TABLES, System, add_history_key, lag_sample
 
 CLUSTER = "pglab"
@@ -27,9 +31,11 @@ SET_ID = 1
 PROVIDER_ID, SUBSCRIBER_ID = 1, 2
 
 
-def conninfo(node: Node, dbname: str) -> str:
-    """libpq keywords for the node's Unix socket (trust there; no password on any command line)."""
-    return f"host={node.ws.socket_dir} port={node.port} user={SUPERUSER} dbname={dbname}"
+def conninfo(node: Node, dbname: str, from_node: Node | None = None) -> str:
+    """libpq keywords for a program on ``from_node``'s host (default: ``node``'s own): the socket on the
+    same host (trust there), else TCP to the data address with that host's passfile (PGPASSFILE in the
+    program's environment). No password on any command line."""
+    return node.dsn(dbname, from_host=(from_node or node).host)
 
 
 class Slony(System):
@@ -56,27 +62,30 @@ class Slony(System):
         return None
 
     # -- helpers --------------------------------------------------------------------------------
-    def _conninfo(self, node: Node) -> str:
-        return conninfo(node, self.dbname)
+    def _conninfo(self, node: Node, from_node: Node | None = None) -> str:
+        return conninfo(node, self.dbname, from_node)
 
     def _preamble(self) -> str:
+        """Admin conninfos as seen from the provider's host, where slonik runs."""
+        p = self.provider
         return (f"cluster name = {CLUSTER};\n"
-                f"node {PROVIDER_ID} admin conninfo = '{self._conninfo(self.provider)}';\n"
-                f"node {SUBSCRIBER_ID} admin conninfo = '{self._conninfo(self.subscriber)}';\n")
+                f"node {PROVIDER_ID} admin conninfo = '{self._conninfo(p, p)}';\n"
+                f"node {SUBSCRIBER_ID} admin conninfo = '{self._conninfo(self.subscriber, p)}';\n")
 
     def slonik(self, script: str, timeout: float = 300) -> str:
-        """Run a slonik script (preamble added) from stdin as the server user; its output."""
+        """Run a slonik script (preamble added) from stdin as the server user on the provider's host."""
         node = self.provider
-        res = node.host.run(["slonik"], stdin=self._preamble() + script, as_user=node.user, timeout=timeout)
+        res = node.host.run(["slonik"], stdin=self._preamble() + script, as_user=node.user, timeout=timeout,
+                            env=node.ws.libpq_env())
         return res.stdout + res.stderr
 
     # -- System ---------------------------------------------------------------------------------
     def prepare(self) -> None:
         """Identical subscriber schema (empty tables), then the cluster, both paths and the set."""
         p, s = self.provider, self.subscriber
-        p.host.run([p.bin("pgbench"), "-i", "-I", "dtp", self.dbname], env=s.pg_env(), timeout=300)
+        s.host.run([s.bin("pgbench"), "-i", "-I", "dtp", self.dbname], env=s.pg_env(), timeout=300)
         add_history_key(s, self.dbname)
-        pc, sc = self._conninfo(p), self._conninfo(s)
+        pc, sc = self._conninfo(p, s), self._conninfo(s, p)  # each used by the other node's slon
         tables = "".join(
             f"set add table (set id = {SET_ID}, origin = {PROVIDER_ID}, id = {i}, "
             f"fully qualified name = 'public.{t}');\n" for i, t in enumerate(TABLES, start=1))

@@ -15,7 +15,6 @@ from __future__ import annotations
 import time
 
 from pglab.errors import ProcessError, UserError
-from pglab.node import SUPERUSER
 from pglab.replication.base import System, lag_sample
 
 
@@ -26,29 +25,27 @@ class Streaming(System):
 
     @property
     def conninfo(self) -> str:
-        """primary_conninfo: TCP with the run's passfile; application_name finds us in pg_stat_replication."""
-        return (f"host=127.0.0.1 port={self.provider.port} user={SUPERUSER} "
-                f"application_name={self.subscriber.name} passfile={self.subscriber.ws.passfile}")
+        """primary_conninfo: TCP to the provider's data address (the standby host's passfile, see
+        ``Node.replication_conninfo``); application_name finds us in pg_stat_replication."""
+        return self.provider.replication_conninfo(self.subscriber.name)
 
     def prepare(self) -> None:
         """Replace the subscriber's cluster with a base backup of the provider (same data dir and port)."""
         p, s = self.provider, self.subscriber
-        if s.host is not p.host:
-            raise UserError("streaming: the standby must be on the provider's host (pg_basebackup runs there "
-                            "and the provider listens on 127.0.0.1 only)")
         sync_names = p.query("show synchronous_standby_names")[0][0]
         if sync_names:
             raise UserError(f"streaming: the provider has synchronous_standby_names={sync_names!r}; this system "
                             "measures asynchronous replication and a sync standby would change the result")
         s.stop()
         s.host.remove_tree(s.data_dir)  # only the subscriber's own data dir, never the workspace
-        s.host.run([p.bin("pg_basebackup"), "-D", s.data_dir, "-X", "stream", "-c", "fast", "-d", self.conninfo,
-                    "--no-sync"], as_user=s.user, timeout=600)
+        s.host.run([s.bin("pg_basebackup"), "-D", s.data_dir, "-X", "stream", "-c", "fast", "-d", self.conninfo,
+                    "--no-sync"], as_user=s.user, timeout=600, env=s.ws.libpq_env())
         # A standby needs the primary's settings (max_connections etc. must not be lower): as Node.backup.
         inherited = {k: v for k, v in p.settings.items() if k != "synchronous_standby_names"}
         s.settings = {k: v for k, v in s.settings.items() if k != "synchronous_standby_names"}
         s.role = "standby"
         s.configure({**inherited, "primary_conninfo": self.conninfo})  # rewrites the copied port too
+        s.write_hba()  # the copy brought the provider's
         s.host.run(["touch", f"{s.data_dir}/standby.signal"], as_user=s.user)
 
     def start(self, timeout: float = 60) -> None:

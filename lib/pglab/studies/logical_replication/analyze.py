@@ -243,7 +243,9 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     summary = summarise(tidy, ["system", "clients", "metric", "unit"])
     ratios = ratios_to_streaming(summary)
     systems = system_table(manifest, tidy, failed)
-    cores = manifest.get("hosts", {}).get(manifest["parameters"].get("host", "local"), {}).get("cores")
+    params = manifest["parameters"]
+    where = params.get("client_host") or params.get("provider_host") or params.get("host", "local")
+    cores = manifest.get("hosts", {}).get(where, {}).get("cores")
     comparison = compare(ratios, Path(reference_dir), cores)
     metrics = headline(summary, ratios, systems, manifest, len(failed))
     tidy.to_csv(derived / "points.csv", index=False, float_format="%.6g")

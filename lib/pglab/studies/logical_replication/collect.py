@@ -41,6 +41,7 @@ from pglab.replication.streaming import Streaming
 from pglab.store import Point, RunStore, archive_dir
 from pglab.studies.logical_replication import STUDY
 from pglab.studies.logical_replication.params import Params
+from pglab.topology import Client
 
 DB = "bench"
 CLASSES: dict[str, type[System]] = {"streaming": Streaming, "builtin": BuiltinLogical, "pglogical": Pglogical,
@@ -77,14 +78,16 @@ def plan(p: Params, systems: list[str]) -> list[tuple[str, list[Planned]]]:
 
 def check(p: Params, inventory: Inventory) -> dict[str, str]:
     """Everything known before a server starts (raises PreflightError); returns {skipped system: reason}."""
-    problems, hosts = preflight.host_problems(inventory, [p.host])
+    problems, hosts = preflight.host_problems(inventory, p.hosts)
     skipped: dict[str, str] = {}
     try:
-        if p.host in hosts:
-            bindir = inventory.entry(p.host).bindir
+        for host_name in (p.provider_host, p.subscriber_host):  # daemons run on both
+            if host_name not in hosts:
+                continue
+            bindir = inventory.entry(host_name).bindir
             for name in p.systems:
-                reason = CLASSES[name].unavailable(hosts[p.host], bindir)
-                if reason:
+                reason = CLASSES[name].unavailable(hosts[host_name], bindir)
+                if reason and name not in skipped:
                     skipped[name] = reason
     finally:
         for h in hosts.values():
@@ -107,16 +110,21 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
     started = time.monotonic()
     clock = {"measure_s": 0.0, "setup_s": 0.0, "reset_s": 0.0, "verify_s": 0.0}
     store.manifest["systems"] = {name: {"status": "skipped", "reason": why} for name, why in skipped.items()}
-    with session(inventory, store) as s:
-        host = s.host(p.host)
-        store.manifest["hosts"] = {p.host: host.facts()}
-        store.manifest["tools"] = _tools(host, inventory.entry(p.host).bindir, p.systems)
+    with session(inventory, store, tls=p.tls) as s:
+        s.deploy.open(p.hosts)  # every host first: pg_hba admits exactly their data addresses
+        host = s.host(p.provider_host)
+        store.manifest["tools"] = _tools(host, inventory.entry(p.provider_host).bindir, p.systems)
+        client = s.deploy.client(p.client_host) if p.client_host else None
+        store.manifest["topology"] = {
+            "provider_host": p.provider_host, "subscriber_host": p.subscriber_host,
+            "client": client.describe() if client else {"host": p.provider_host, "address": "socket"},
+            **s.deploy.where()}
         blocks = plan(p, [name for name in p.systems if name not in skipped])
         store.manifest["points"]["total"] = sum(len(points) for _, points in blocks)
         store.save()
         with progress_bar(store.manifest["points"]["total"], STUDY, unit="point", disable=not progress) as bar:
             for name, points in blocks:
-                _system_block(s, store, p, name, points, bar, clock, on_run)
+                _system_block(s, store, p, name, points, bar, clock, on_run, client)
         wall = time.monotonic() - started
         store.manifest["time_s"] = {k: round(v, 1) for k, v in {**clock, "wall_s": wall}.items()}
         store.manifest["measurement_share"] = round(clock["measure_s"] / wall, 3)
@@ -142,15 +150,15 @@ class Pair:
         self.s, self.store, self.p, self.name, self.generation = s, store, p, name, generation
         self.system: System | None = None
         self.nodes: list[Node] = []
-        self.cores = int(store.manifest["hosts"].get(p.host, {}).get("cores", 2))
+        self.cores = int(store.manifest["hosts"].get(p.client_host or p.provider_host, {}).get("cores", 2))
 
     def setup(self) -> dict[str, Any]:
         """Fresh nodes, pgbench -i on the provider, the history key, then the system's prepare and start."""
         p, s = self.p, self.s
         suffix = "" if self.generation == 1 else f"_{self.generation}"
         settings = {"max_connections": p.max_connections(), **p.server_settings}
-        provider = s.node(f"{self.name}_provider{suffix}", p.host, settings)
-        subscriber = s.node(f"{self.name}_subscriber{suffix}", p.host, settings)
+        provider = s.deploy.node(f"{self.name}_provider{suffix}", p.provider_host, settings)
+        subscriber = s.deploy.node(f"{self.name}_subscriber{suffix}", p.subscriber_host, settings)
         self.nodes = [provider, subscriber]
         for node in self.nodes:
             node.start()
@@ -235,7 +243,7 @@ class Pair:
 
 
 def _system_block(s: Session, store: RunStore, p: Params, name: str, points: list[Planned], bar: Progress,
-                  clock: dict[str, float], on_run: RunHook | None) -> None:
+                  clock: dict[str, float], on_run: RunHook | None, client: Client | None) -> None:
     info: dict[str, Any] = {"status": "measured", "options": p.options(name), "generations": 0}
     store.manifest["systems"][name] = info
     pair: Pair | None = None
@@ -266,7 +274,7 @@ def _system_block(s: Session, store: RunStore, p: Params, name: str, points: lis
             bar.set_postfix_str(planned.id)
             point = store.point(planned.id, kind="run", system=name, clients=planned.clients, rep=planned.rep,
                                 run_seconds=p.run_seconds, generation=pair.generation)
-            healthy = _measure(pair, point, planned, p, clock, on_run)
+            healthy = _measure(pair, point, planned, p, clock, on_run, client)
             _count(store, point.meta["status"], bar, planned.id)
             if not healthy:
                 pair.close(keep_data=True)
@@ -286,7 +294,7 @@ def _count(store: RunStore, status: str, bar: Progress, point_id: str) -> None:
 
 
 def _measure(pair: Pair, point: Point, planned: Planned, p: Params, clock: dict[str, float],
-             on_run: RunHook | None) -> bool:
+             on_run: RunHook | None, client: Client | None = None) -> bool:
     """One point; returns False when the pair cannot be trusted for the next point (rebuild it)."""
     system = pair.system
     assert system is not None
@@ -297,11 +305,12 @@ def _measure(pair: Pair, point: Point, planned: Planned, p: Params, clock: dict[
         clock["reset_s"] += time.monotonic() - t0
         point.write_json("settings.json", pair.settings())
         jobs = p.jobs or min(planned.clients, pair.cores)
-        argv = pgbench.pgbench_argv(provider, DB, clients=planned.clients, jobs=jobs,
+        argv = pgbench.pgbench_argv(client or provider, DB, clients=planned.clients, jobs=jobs,
                                     duration_s=p.run_seconds, no_vacuum=True, progress_s=1)
 
         def start() -> Any:
-            proc = pair.s.track_background(pgbench.start(provider, point, argv, prefix=""))  # in the manifest at once
+            proc = pair.s.track_background(  # in the manifest at once
+                pgbench.start(provider, point, argv, prefix="", client=client))
             if on_run:
                 on_run(system, planned)
             return proc

@@ -50,7 +50,10 @@ class Params(BaseModel):
     copy_timeout_s: PositiveFloat = 600  # initial copy of the tables into a new subscriber
     slony: SlonyTiming = Field(default_factory=SlonyTiming)
     londiste: LondisteTiming = Field(default_factory=LondisteTiming)
-    host: str = "local"  # inventory host of provider and subscriber (one host: nodes listen on loopback)
+    provider_host: str = "local"  # inventory host of every provider
+    subscriber_host: str = "local"  # inventory host of every subscriber (streaming: the standby)
+    client_host: str | None = None  # inventory host of pgbench; None = the provider's host (socket)
+    tls: bool = False  # TLS with a per-run CA, verify-full for clients and replication (costs throughput)
     server_settings: dict[str, str | int | float | bool] = Field(default_factory=dict)  # on every node
     client_timeout_s: PositiveInt = 600  # a pgbench run longer than run_seconds + this is stopped
     seed: int = 1  # order of the systems and of the points within a system
@@ -64,6 +67,12 @@ class Params(BaseModel):
     @classmethod
     def _not_reserved(cls, v: dict) -> dict:
         return not_reserved(v, RESERVED, "the study or the replication systems")
+
+    @property
+    def hosts(self) -> list[str]:
+        """Every inventory host the run uses."""
+        return list(dict.fromkeys([self.provider_host, self.subscriber_host,
+                                   *([self.client_host] if self.client_host else [])]))
 
     def max_connections(self) -> int:
         """The largest client count plus the systems' own sessions (slon, londiste, walsenders, ours)."""

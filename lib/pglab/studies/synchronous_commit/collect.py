@@ -1,5 +1,8 @@
 """Collect: primary + one synchronous standby, pgbench per level x clients x repetition.
 
+Primary, standby and clients may be on any inventory hosts (``primary_host``, ``standby_host``,
+``client_host``); the topology comes from ``pglab.topology``.
+
 Every point's raw output is written before anything is parsed; analysis lives in ``analyze``.
 """
 
@@ -11,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pglab import pgbench, preflight
+from pglab import pgbench, preflight, topology
 from pglab.cleanup import Session, session
 from pglab.errors import ProcessError
 from pglab.inventory import Inventory
@@ -54,8 +57,7 @@ def plan(p: Params) -> list[Planned]:
 
 def check(p: Params, inventory: Inventory) -> None:
     """Everything that can be known before a server starts; raises PreflightError."""
-    problems, hosts = preflight.host_problems(inventory, [p.primary_host, p.standby_host],
-                                              (*preflight.SERVER_PROGRAMS, "pg_test_fsync"))
+    problems, hosts = preflight.host_problems(inventory, p.hosts, (*preflight.SERVER_PROGRAMS, "pg_test_fsync"))
     for h in hosts.values():
         h.close()
     max_conn = int(p.server_settings.get("max_connections", p.max_connections()))
@@ -73,9 +75,10 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
     store = RunStore(archive_dir(data_root, STUDY), STUDY, profile, p.model_dump())
     started = time.monotonic()
     measured = 0.0
-    with session(inventory, store) as s:
+    with session(inventory, store, tls=p.tls) as s:
         primary, standby = _topology(s, p, store)
-        cores = int(store.manifest["hosts"][p.primary_host].get("cores", 2))
+        clients = _clients(s, p, primary, standby)
+        cores = int(store.manifest["hosts"][clients[primary.name].host.name].get("cores", 2))
         _initialise(primary, store, p)
         points = plan(p)
         store.manifest["points"]["total"] = len(points)
@@ -86,7 +89,7 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
                                     clients=planned.clients or None, primary_load=planned.primary_load or None)
                 t0 = time.monotonic()
                 try:
-                    ok = _measure(s, planned, point, primary, standby, p, cores)
+                    ok = _measure(s, planned, point, primary, standby, p, cores, clients)
                     point.finish("ok" if ok else "failed", None if ok else "pgbench exited non-zero")
                 except ProcessError as exc:
                     point.finish("failed", str(exc))
@@ -100,28 +103,33 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
 
 
 def _topology(s: Session, p: Params, store: RunStore) -> tuple[Node, Node]:
-    host = s.host(p.primary_host)
-    store.manifest["hosts"] = {p.primary_host: host.facts()}
-    settings = {"max_connections": p.max_connections(), **p.server_settings,
-                "synchronous_standby_names": f"FIRST 1 ({p.standby_name})"}
-    primary = s.node("primary", p.primary_host, settings)
-    primary.start()
-    standby = s.standby(primary, p.standby_name)
-    standby.start()
-    primary.wait_for_sync_state(p.standby_name, ("sync",), timeout=60)
+    s.deploy.open(p.hosts)  # every host first: pg_hba admits exactly their data addresses
+    settings = {"max_connections": p.max_connections(), **p.server_settings}
+    topo = topology.streaming(s.deploy, p.primary_host, [(p.standby_name, p.standby_host)], method="FIRST",
+                              count=1, settings=settings)
+    primary, standby = topo.primary, topo.standbys[0]
     primary.query(f"create database {DB}")
     store.manifest["tools"] = {
-        prog: host.run([primary.bin(prog), "--version"]).stdout.strip()
+        prog: primary.host.run([primary.bin(prog), "--version"]).stdout.strip()
         for prog in ("postgres", "pgbench", "pg_basebackup")}
-    store.manifest["topology"] = {"primary": primary.describe(), "standbys": [standby.describe()],
-                                  "synchronous_standby_names": settings["synchronous_standby_names"]}
+    store.manifest["topology"] = {**topo.describe(), **s.deploy.where()}
     store.save()
     return primary, standby
 
 
+def _clients(s: Session, p: Params, *nodes: Node) -> dict[str, topology.Client]:
+    """Where each node's pgbench runs (by node name): ``client_host`` for all, or each node's own host."""
+    out = {n.name: s.deploy.client(p.client_host) if p.client_host else topology.Client.on_node_host(n)
+           for n in nodes}
+    if s.store:
+        s.store.manifest["topology"]["clients"] = {name: c.describe() for name, c in out.items()}
+        s.store.save()
+    return out
+
+
 def _initialise(primary: Node, store: RunStore, p: Params) -> None:
     point = store.point("init", kind="init")
-    res = pgbench.initialise(primary, point, DB, p.scale)
+    res = pgbench.initialise(primary, point, DB, p.scale)  # on the primary's host: not measured
     if res.exit_code != 0:
         point.finish("failed", "pgbench -i failed")
         raise ProcessError(primary.host.name, res.command, res.exit_code, res.stdout, res.stderr)
@@ -152,27 +160,29 @@ def set_level(primary: Node, level: str, standby_name: str, timeout: float = 10)
     return {"synchronous_commit_in_effect": shown, "sync_state": state}
 
 
-def _measure(s: Session, pl: Planned, point: Point, primary: Node, standby: Node, p: Params, cores: int) -> bool:
+def _measure(s: Session, pl: Planned, point: Point, primary: Node, standby: Node, p: Params, cores: int,
+             clients: dict[str, topology.Client]) -> bool:
     point.meta.update(set_level(primary, pl.level, p.standby_name))
     point.write_json("settings.json", {"primary": primary.snapshot_settings(DB),
                                        "standby": standby.snapshot_settings(DB)})
     timeout = p.client_timeout_s
+    cp, cs = clients[primary.name], clients[standby.name]
     if pl.kind == "write":
-        argv = pgbench.pgbench_argv(primary, DB, clients=pl.clients, jobs=p.jobs or min(pl.clients, cores),
+        argv = pgbench.pgbench_argv(cp, DB, clients=pl.clients, jobs=p.jobs or min(pl.clients, cores),
                                     transactions=p.transactions_per_client)
-        return pgbench.run(primary, point, argv, timeout=timeout).exit_code == 0
-    read = pgbench.pgbench_argv(standby, DB, clients=1, jobs=1, duration_s=p.standby_read_seconds,
+        return pgbench.run(primary, point, argv, timeout=timeout, client=cp).exit_code == 0
+    read = pgbench.pgbench_argv(cs, DB, clients=1, jobs=1, duration_s=p.standby_read_seconds,
                                 select_only=True, no_vacuum=True)
     if pl.primary_load == "idle":
         primary.wait_for_replay(standby)
-        return pgbench.run(standby, point, read, timeout=timeout).exit_code == 0
+        return pgbench.run(standby, point, read, timeout=timeout, client=cs).exit_code == 0
     # Loaded: the primary's write load runs across the whole read window, measured per node.
-    write = pgbench.pgbench_argv(primary, DB, clients=p.loaded_clients, jobs=min(p.loaded_clients, cores),
+    write = pgbench.pgbench_argv(cp, DB, clients=p.loaded_clients, jobs=min(p.loaded_clients, cores),
                                  duration_s=p.standby_read_seconds + 2, no_vacuum=True)
-    bg = s.track_background(pgbench.start(primary, point, write, prefix="primary_"))  # in the manifest at once
+    bg = s.track_background(pgbench.start(primary, point, write, prefix="primary_", client=cp))  # listed at once
     try:
         time.sleep(1.0)
-        reads_ok = pgbench.run(standby, point, read, timeout=timeout).exit_code == 0
+        reads_ok = pgbench.run(standby, point, read, timeout=timeout, client=cs).exit_code == 0
         writes_ok = pgbench.collect(bg, point, "primary_", timeout=timeout).exit_code == 0
     finally:
         if bg.exit_code is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator
 
 from pglab.params import not_reserved, unique_items
 
@@ -29,7 +29,9 @@ class Params(BaseModel):
     loaded_clients: PositiveInt = 10  # primary write clients while the standby is read "loaded"
     fsync_test_seconds: int = Field(2, ge=0)  # pg_test_fsync -s per method; 0 = skip
     primary_host: str = "local"  # inventory host of the primary
-    standby_host: str = "local"  # inventory host of the standby (same host as the primary for now)
+    standby_host: str = "local"  # inventory host of the synchronous standby
+    client_host: str | None = None  # inventory host of every pgbench; None = each node's own host (socket)
+    tls: bool = False  # TLS with a per-run CA, verify-full for clients and replication (costs throughput)
     standby_name: str = Field("standby1", pattern=r"^[a-z][a-z0-9_]{0,30}$")  # application_name
     server_settings: dict[str, str | int | float | bool] = Field(default_factory=dict)  # on both nodes
     client_timeout_s: PositiveInt = 600  # any pgbench run longer than this is killed and marked failed
@@ -53,11 +55,11 @@ class Params(BaseModel):
     def _not_reserved(cls, v: dict) -> dict:
         return not_reserved(v, RESERVED, "the study itself")
 
-    @model_validator(mode="after")
-    def _same_host(self) -> Params:
-        if self.standby_host != self.primary_host:
-            raise ValueError("standby_host must equal primary_host: nodes listen on loopback only")
-        return self
+    @property
+    def hosts(self) -> list[str]:
+        """Every inventory host the run uses."""
+        return list(dict.fromkeys([self.primary_host, self.standby_host, *([self.client_host] if self.client_host
+                                                                           else [])]))
 
     def max_connections(self) -> int:
         """Enough for the largest client count plus the loaded-read case and our own sessions."""
