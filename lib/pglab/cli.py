@@ -1,4 +1,4 @@
-"""``pglab``: collect, analyze, parse, check, cleanup.
+"""``pglab``: collect, analyze, parse, check, cleanup, lab.
 
 User errors (bad parameters, a file that is not tool output) exit 2 with one message and no
 traceback; process errors exit 1 and say which command failed.
@@ -16,7 +16,7 @@ from pathlib import Path
 from pglab.errors import ParseError, PglabError, UserError
 
 
-def _params(study: str, params_file: str | None, profile: str | None):
+def _params(study: str, params_file: str | None, profile: str | None, inventory: str | None = None):
     from pglab.inventory import load_inventory
     from pglab.params import profile_values, validate
     from pglab.studies import module
@@ -25,14 +25,14 @@ def _params(study: str, params_file: str | None, profile: str | None):
     name, values, inv_path = profile_values(path, profile)
     model = module(study, "params").Params
     p = validate(model, values, f"{path} profiles.{name}")
-    return name, p, load_inventory(inv_path or "params/hosts.yaml")
+    return name, p, load_inventory(inventory or inv_path or "params/hosts.yaml")
 
 
 def cmd_collect(a: argparse.Namespace) -> int:
     from pglab.store import pipeline_dir, publish
     from pglab.studies import module
 
-    name, p, inventory = _params(a.study, a.params, a.profile)
+    name, p, inventory = _params(a.study, a.params, a.profile, a.inventory)
     run = module(a.study, "collect").collect(p, data_root=a.data_root, profile=name, inventory=inventory,
                                              progress=not a.quiet)
     from pglab.store import load_manifest
@@ -73,19 +73,29 @@ def cmd_parse(a: argparse.Namespace) -> int:
 
 
 def cmd_check(a: argparse.Namespace) -> int:
-    from pglab import preflight
+    from pglab import netcheck, preflight
     from pglab.inventory import load_inventory
 
     inventory = load_inventory(a.inventory)
     problems, hosts = preflight.host_problems(inventory, inventory.hosts)
-    for name, host in hosts.items():
-        facts = host.facts()
-        bindir = inventory.entry(name).bindir
-        version = host.run([f"{bindir}/postgres", "--version"], check=False).stdout.strip()
-        print(f"ok   host {name}: {facts.get('cores')} cores, {facts.get('user')}@{facts.get('hostname')}, {version}")
-        port = host.free_port(*inventory.entry(name).port_range)
-        print(f"ok   host {name}: free port found ({port})")
-        host.close()
+    try:
+        for name, host in hosts.items():
+            facts = host.facts()
+            bindir = inventory.entry(name).bindir
+            version = host.run([f"{bindir}/postgres", "--version"], check=False).stdout.strip()
+            print(f"ok   host {name}: {facts.get('cores')} cores, {facts.get('user')}@{facts.get('hostname')}, "
+                  f"{version}")
+            port = host.free_port(*inventory.entry(name).port_range)
+            print(f"ok   host {name}: free port found ({port})")
+        # data addresses, and TCP from every host to every other host's data address
+        for line in netcheck.check(inventory, hosts):
+            if line.ok:
+                print(f"ok   {line.text}", flush=True)
+            else:
+                problems.append(line.text)
+    finally:
+        for host in hosts.values():
+            host.close()
     for tool, path in preflight.local_tools().items():
         print(f"{'ok  ' if path else 'warn'} client {tool}: {path or 'not found'}")
     for study in a.studies:
@@ -108,11 +118,37 @@ def cmd_cleanup(a: argparse.Namespace) -> int:
     """One line per action, then a summary; exit 1 when something could not be stopped."""
     from pglab.cleanup import cleanup_leftovers
     from pglab.inventory import load_inventory
+    from pglab.lab import cleanup_orphans
 
     report = cleanup_leftovers(Path(a.data_root), load_inventory(a.inventory), force=a.force,
                                echo=lambda line: print(line, flush=True))
     print(report.summary())
-    return 0 if report.clean else 1
+    # after the runs (their hosts may be lab hosts): labs whose owner process is gone
+    lab_failures = cleanup_orphans(echo=lambda line: print(line, flush=True))
+    for line in lab_failures:
+        print(f"FAIL {line}")
+    return 0 if report.clean and not lab_failures else 1
+
+
+def cmd_lab(a: argparse.Namespace) -> int:
+    from pglab import lab
+
+    if a.lab_command == "up":
+        lb = lab.up(a.n, name=a.name, inventory_path=a.inventory, owner_pid=a.owner_pid,
+                    echo=lambda line: print(line, flush=True))
+        print(f"lab {lb.name}: {len(lb.hosts)} hosts on {lb.subnet} (this machine: {lb.bridge_address} on "
+              f"bridge {lb.bridge}), ssh as root with {lb.key_filename}")
+        print(f"inventory: {lb.inventory_path}")
+        for h in lb.hosts:
+            print(f"{h.name}  {h.address}  namespace {h.namespace}  sshd pid {h.sshd_pid}  workdir {h.workdir}")
+        return 0
+    if a.lab_command == "status":
+        st = lab.status(a.name)
+        for line in st.lines():
+            print(line)
+        return 0 if st.healthy else 1
+    lab.down(a.name, echo=lambda line: print(line, flush=True))
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -125,6 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("study", choices=STUDIES)
     c.add_argument("--profile", help="profile of the params file (default: its `profile:` key)")
     c.add_argument("--params", help="params file (default params/<study>.yaml)")
+    c.add_argument("--inventory", help="host inventory (default: the params file's `inventory:`, "
+                                       "params/hosts.yaml; `pglab lab up` writes params/lab.yaml)")
     c.add_argument("--data-root", default="data")
     c.add_argument("--quiet", action="store_true", help="no progress bar")
     c.set_defaults(func=cmd_collect)
@@ -150,6 +188,20 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("--inventory", default="params/hosts.yaml")
     u.add_argument("--force", action="store_true", help="also runs whose process still exists")
     u.set_defaults(func=cmd_cleanup)
+    b = sub.add_parser("lab", help="a lab of real SSH hosts on this machine: network namespaces in 198.18.0.0/15 "
+                                   "on one bridge, one sshd each (needs root)")
+    bsub = b.add_subparsers(dest="lab_command", required=True)
+    bu = bsub.add_parser("up", help="make (or repair, or grow) a lab of N hosts and write its inventory")
+    bu.add_argument("n", type=int, help="number of hosts (lab1..labN)")
+    bu.add_argument("--inventory", help="where to write the inventory (default params/lab.yaml, "
+                                        "params/lab-NAME.yaml for another --name)")
+    bu.add_argument("--owner-pid", type=int, help="`pglab cleanup` removes the lab once this process is gone "
+                                                  "(default: none, the lab lives until `pglab lab down`)")
+    bs = bsub.add_parser("status", help="each host: namespace, address, sshd, a real SSH login; exit 1 unless healthy")
+    bd = bsub.add_parser("down", help="remove the lab: sshds, namespaces, links, keys, state, its inventory")
+    for x in (bu, bs, bd):
+        x.add_argument("--name", default="lab", help="which lab (default: lab)")
+    b.set_defaults(func=cmd_lab)
     return ap
 
 

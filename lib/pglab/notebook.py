@@ -17,6 +17,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from pglab import placement
 from pglab.errors import ParameterError, UserError
 from pglab.inventory import load_inventory
 from pglab.params import profile_values
@@ -111,8 +112,14 @@ def run(study: str, namespace: dict[str, Any], *, progress: bool = True) -> Any:
 
 
 def where_nodes_ran(manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per node: the notebook must say where every node ran."""
-    hosts = manifest.get("hosts", {})
-    return [{"node": n["name"], "role": n["role"], "host": n["host"], "port": n["port"],
-             "cores": hosts.get(n["host"], {}).get("cores"), "machine": hosts.get(n["host"], {}).get("hostname")}
-            for n in manifest.get("nodes", [])]
+    """One row per node and client: the notebook must say where everything ran, on which machine."""
+    return placement.nodes_table(manifest)
+
+
+def where_hosts_were(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per host of the run, with its machine identity."""
+    return placement.hosts_table(manifest)
+
+
+def where_summary(manifest: dict[str, Any]) -> str:
+    return placement.summary(manifest)
