@@ -10,10 +10,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pglab import cpu
 from pglab.hosts import LocalHost
 from pglab.node import Node
 from pglab.store import RunStore
+from pglab.workloads import cpu
 
 T = TypeVar("T")
 DB = "bench"

@@ -31,15 +31,15 @@ import sys
 from collections.abc import Callable
 
 from common import DB, SETTINGS, RunFailed, order, report, reset_tables, run_main, say, steal_during
-from pglab import pgbench
 from pglab.cleanup import Session, session
 from pglab.hosts import Background
 from pglab.inventory import load_inventory
 from pglab.node import Node
-from pglab.pgbench_output import parse_summary
+from pglab.parsers.pgbench import parse_summary
 from pglab.replication.base import System
 from pglab.replication.measure import run_and_catch_up
 from pglab.store import RunStore
+from pglab.workloads import pgbench
 
 
 class NoReplication(System):

@@ -28,17 +28,17 @@ import sys
 from dataclasses import dataclass
 
 from common import DB, SETTINGS, RunFailed, order, report, reset_tables, run_main, say, steal_during
-from pglab import pgbench
 from pglab.cleanup import Session, session
 from pglab.hosts import Background
 from pglab.inventory import load_inventory
 from pglab.node import Node
-from pglab.pgbench_output import parse_summary
+from pglab.parsers.pgbench import parse_summary
 from pglab.replication.base import System, add_history_key
 from pglab.replication.builtin import BuiltinLogical
 from pglab.replication.measure import run_and_catch_up
 from pglab.replication.streaming import Streaming
 from pglab.store import RunStore
+from pglab.workloads import pgbench
 
 CATCHUP_TIMEOUT_S = 120
 SYSTEMS: dict[str, type[System]] = {"builtin": BuiltinLogical, "streaming": Streaming}

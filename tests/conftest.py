@@ -31,9 +31,40 @@ def inventory(sshd_server: SshServer) -> Inventory:  # noqa: F811
     return Inventory(hosts={"local": HostEntry(), "ssh": ssh_entry(sshd_server)})
 
 
-@pytest.fixture(params=["local", "ssh"])
+# The test lab: four SSH hosts in network namespaces (lab1-3 for topologies, lab4 outside them).
+TEST_LAB = "pgtest"
+# Where the nodes of a two-node topology and its client run, per placement a test is parametrised over.
+PLACES = {"local": ("local", "local", "local"), "ssh": ("ssh", "ssh", "ssh"), "lab": ("lab1", "lab2", "lab3")}
+
+
+@pytest.fixture(scope="session")
+def lab_inventory(inventory: Inventory, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Inventory]:
+    """``inventory`` plus the hosts lab1..lab4 of a real lab (namespaces, sshd, host keys), removed at the end.
+
+    Owned by this pytest process: if it dies, ``pglab cleanup`` removes the lab.
+    """
+    from pglab import lab
+
+    made = lab.up(4, name=TEST_LAB, inventory_path=tmp_path_factory.mktemp("lab") / "lab.yaml",
+                  owner_pid=os.getpid())
+    try:
+        yield Inventory(hosts={**inventory.hosts, **made.inventory().hosts})
+    finally:
+        lab.down(TEST_LAB)
+
+
+@pytest.fixture
+def placed(request: pytest.FixtureRequest, inventory: Inventory) -> tuple[Inventory, tuple[str, str, str]]:
+    """(inventory, (primary host, standby host, client host)) for ``request.param`` in PLACES."""
+    where = request.param
+    inv = request.getfixturevalue("lab_inventory") if where == "lab" else inventory
+    return inv, PLACES[where]
+
+
+@pytest.fixture(params=["local", "ssh", "lab"])
 def host(request: pytest.FixtureRequest, inventory: Inventory) -> Iterator[Host]:
-    h = inventory.connect(request.param)
+    inv = request.getfixturevalue("lab_inventory") if request.param == "lab" else inventory
+    h = inv.connect("lab1" if request.param == "lab" else request.param)
     assert isinstance(h, LocalHost if request.param == "local" else SSHHost)
     yield h
     h.close()

@@ -60,4 +60,4 @@ def test_analysis_code_is_not_a_collect_dependency() -> None:
 def test_the_check_sees_a_missing_module(tmp_path: Path) -> None:
     """The closure follows imports inside functions too (the CLI imports lazily)."""
     files = {p.name for p in closure("pglab.cli")}
-    assert {"cleanup.py", "preflight.py", "inventory.py", "parse.py"} <= files
+    assert {"cleanup.py", "preflight.py", "inventory.py", "detect.py"} <= files

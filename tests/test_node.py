@@ -14,13 +14,16 @@ from pglab.inventory import Inventory
 pytestmark = pytest.mark.servers
 
 
-@pytest.mark.parametrize("where", ["local", "ssh"])
-def test_primary_with_synchronous_standby(inventory: Inventory, where: str) -> None:
+@pytest.mark.parametrize("placed", ["local", "ssh", "lab"], indirect=True)
+def test_primary_with_synchronous_standby(placed: tuple[Inventory, tuple[str, str, str]]) -> None:
+    """Lab: primary on lab1, standby on lab2 (pg_basebackup and the walreceiver over TCP between them)."""
+    inventory, (where, standby_host, _) = placed
     with session(inventory) as s:
+        s.deploy.open([where, standby_host])
         primary = s.deploy.node("primary", where, {"synchronous_standby_names": "FIRST 1 (sb1)"})
         primary.start()
         assert primary.host.run(["id", "-un"], as_user=primary.user).stdout.strip() != "root"
-        standby = s.deploy.standby(primary, "sb1")
+        standby = s.deploy.standby(primary, "sb1", standby_host)
         standby.start()
         assert primary.wait_for_sync_state("sb1") == "sync"
         primary.query("create table t (x int primary key)")
@@ -43,9 +46,11 @@ def test_primary_with_synchronous_standby(inventory: Inventory, where: str) -> N
                                  passfile=primary.ws.local_passfile, connect_timeout=5)
             assert ok.execute("select 1").fetchone() == (1,)
             ok.close()
-        base = primary.ws.base
-    assert not postgres_pids(base)  # the sshd "remote" runs on this machine too: same check
-    assert not primary.host.exists(base)  # removed after success
+        assert standby.host.name == standby_host
+        bases = [primary.ws.base, standby.ws.base]
+    for base in bases:
+        assert not postgres_pids(base)  # the sshd and lab "remotes" run on this machine too: same check
+        assert not primary.host.exists(base)  # removed after success (one filesystem for all hosts here)
 
 
 def test_cleanup_after_an_exception(inventory: Inventory) -> None:

@@ -13,15 +13,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 from pglab.errors import ParseError
-from pglab.parse import EXPECTED_FORMATS, detect_and_parse, parse_many
-from pglab.pgbench_output import (
+from pglab.parsers.detect import EXPECTED_FORMATS, detect_and_parse, parse_many
+from pglab.parsers.pgbench import (
     parse_aggregate_log,
     parse_init,
     parse_progress,
     parse_summary,
     parse_transaction_log,
 )
-from pglab.sysbench_output import parse_run
+from pglab.parsers.sysbench import parse_run
 
 DATA = Path(__file__).parent / "data"
 PG = DATA / "pgbench"

@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO, postgres_pids, workspaces
-from pglab import pgbench
+from pglab import topology
 from pglab.cleanup import session
 from pglab.errors import ParameterError, PreflightError
 from pglab.inventory import Inventory
 from pglab.studies.synchronous_commit import analyze, collect
 from pglab.studies.synchronous_commit.params import LEVELS
+from pglab.workloads import pgbench
 
 pytestmark = pytest.mark.servers
 SMOKE = yaml.safe_load((REPO / "params/synchronous_commit.yaml").read_text())["profiles"]["smoke"]
@@ -31,20 +32,21 @@ def tiny(**kw: object) -> dict:
             "standby_read_runs": 1, "standby_read_seconds": 1, "fsync_test_seconds": 0, **kw}
 
 
-@pytest.mark.parametrize("where", ["local", "ssh"])
-def test_every_level_is_in_effect_in_the_benchmark_session(inventory: Inventory, where: str) -> None:
+@pytest.mark.parametrize("placed", ["local", "ssh", "lab"], indirect=True)
+def test_every_level_is_in_effect_in_the_benchmark_session(placed: tuple[Inventory, tuple[str, str, str]]) -> None:
+    """Lab: primary on lab1, synchronous standby on lab2, the client on lab3 (TCP to lab1's address)."""
+    inventory, (where, standby_host, client_host) = placed
     with session(inventory) as s:
-        primary = s.deploy.node("primary", where, {"synchronous_standby_names": "FIRST 1 (sb1)"})
-        primary.start()
-        standby = s.deploy.standby(primary, "sb1")
-        standby.start()
+        topo = topology.streaming(s.deploy, where, [("sb1", standby_host)], method="FIRST", count=1)
+        primary = topo.primary
+        client = s.deploy.client(client_host) if client_host != where else topology.Client.on_node_host(primary)
         primary.query(f"create database {collect.DB}")
         for level in LEVELS:
             facts = collect.set_level(primary, level, "sb1")
             assert facts == {"synchronous_commit_in_effect": level, "sync_state": "sync"}
-            # the very session settings pgbench gets (same env, same binaries, same host)
-            res = primary.host.run([primary.bin("psql"), "-XAtc", "show synchronous_commit", collect.DB],
-                                   env=pgbench.session_env(primary))
+            # the very session settings pgbench gets (same env, same binaries, same client host)
+            res = client.host.run([client.bin("psql"), "-XAtc", "show synchronous_commit", collect.DB],
+                                  env=pgbench.session_env(primary, client=client))
             assert res.stdout.strip() == level
             state = primary.query("select sync_state from pg_stat_replication where application_name='sb1'")
             assert state == [("sync",)]

@@ -65,7 +65,7 @@ def cmd_analyze(a: argparse.Namespace) -> int:
 
 
 def cmd_parse(a: argparse.Namespace) -> int:
-    from pglab.parse import parse_many
+    from pglab.parsers.detect import parse_many
 
     out = parse_many(a.files)
     print(json.dumps(out[0] if len(out) == 1 else out, indent=2))

@@ -22,7 +22,7 @@ import pandas as pd
 import seaborn as sns
 
 from pglab import figures
-from pglab.pgbench_output import parse_summary
+from pglab.parsers.pgbench import parse_summary
 from pglab.stats import interval_caption, lines_table, summarise
 from pglab.store import load_manifest, read_optional, write_json
 from pglab.studies.logical_replication import STUDY

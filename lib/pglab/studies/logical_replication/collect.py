@@ -22,7 +22,7 @@ from typing import Any
 
 import psycopg
 
-from pglab import cpu, pgbench, preflight
+from pglab import preflight
 from pglab.cleanup import Session, session
 from pglab.errors import ProcessError
 from pglab.hosts import Host
@@ -42,6 +42,7 @@ from pglab.store import Point, RunStore, archive_dir
 from pglab.studies.logical_replication import STUDY
 from pglab.studies.logical_replication.params import Params
 from pglab.topology import Client
+from pglab.workloads import cpu, pgbench
 
 DB = "bench"
 CLASSES: dict[str, type[System]] = {"streaming": Streaming, "builtin": BuiltinLogical, "pglogical": Pglogical,

@@ -17,8 +17,8 @@ import pandas as pd
 import seaborn as sns
 
 from pglab import figures, placement
-from pglab.fsync_output import parse_pg_test_fsync
-from pglab.pgbench_output import parse_init, parse_summary
+from pglab.parsers.fsync import parse_pg_test_fsync
+from pglab.parsers.pgbench import parse_init, parse_summary
 from pglab.stats import interval_caption, lines_table, summarise
 from pglab.store import load_manifest, read_optional, write_json
 from pglab.studies.synchronous_commit import STUDY

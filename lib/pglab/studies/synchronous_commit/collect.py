@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pglab import pgbench, preflight, topology
+from pglab import preflight, topology
 from pglab.cleanup import Session, session
 from pglab.errors import ProcessError
 from pglab.inventory import Inventory
@@ -24,6 +24,7 @@ from pglab.progress import bar as progress_bar
 from pglab.store import Point, RunStore, archive_dir
 from pglab.studies.synchronous_commit import STUDY
 from pglab.studies.synchronous_commit.params import Params
+from pglab.workloads import pgbench
 
 DB = "bench"
 

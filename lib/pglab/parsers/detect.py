@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from pglab import pgbench_output, sysbench_output
 from pglab.errors import ParseError
+from pglab.parsers import pgbench as pgbench_output
+from pglab.parsers import sysbench as sysbench_output
 
 #: What detect_and_parse can recognise, named in every "unrecognised file" error.
 EXPECTED_FORMATS = (

@@ -1,7 +1,7 @@
 """Running pgbench: build the command, run it on the client's host, write the raw files first.
 
 The client is a ``pglab.topology.Client``: by default the node's own host over the socket, else any
-host of the deployment over TCP to the node's data address. Parsing lives in ``pgbench_output``;
+host of the deployment over TCP to the node's data address. Parsing lives in ``pglab.parsers.pgbench``;
 nothing here interprets the output beyond the exit code.
 """
 

@@ -1,0 +1,7 @@
+"""``python -m pglab``: the same as the ``pglab`` command."""
+
+import sys
+
+from pglab.cli import main
+
+sys.exit(main())
