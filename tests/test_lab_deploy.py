@@ -196,3 +196,18 @@ def test_smoke_lab_profiles_run_across_three_hosts(lab_inventory: Inventory, tmp
         assert slon_hosts == {"lab1", "lab2"}  # one slon per node, on its node's host
         leaf = [p["host"] for p in m["processes"] if "londiste_leaf.ini" in p["command"]]
         assert leaf and set(leaf) == {"lab2"}
+
+
+@pytest.mark.parametrize("method,states", [("ANY", {"quorum"}), ("FIRST", {"sync", "potential"})])
+def test_streaming_with_standbys_on_two_other_hosts(lab_inventory: Inventory, method: str, states: set) -> None:
+    """A primary on lab1 and two standbys (lab2, lab3): FIRST 1 / ANY 1 over both, states and replay."""
+    with session(lab_inventory) as s:
+        topo = topology.streaming(s.deploy, "lab1", [("sb1", "lab2"), ("sb2", "lab3")], method=method, count=1)
+        assert topo.synchronous_standby_names == f"{method} 1 (sb1, sb2)"
+        seen = topo.wait_sync_states()
+        assert set(seen.values()) == states and (method == "ANY" or seen["sb1"] == "sync")
+        topo.primary.query("create table t as select generate_series(1, 1000) x")
+        waits = topo.wait_replay()
+        assert set(waits) == {"sb1", "sb2"}
+        assert [sb.query("select count(*) from t") for sb in topo.standbys] == [[(1000,)], [(1000,)]]
+        assert {sb.host.name for sb in topo.standbys} == {"lab2", "lab3"}
