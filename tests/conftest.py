@@ -7,8 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from pglab.hosts import Host, LocalHost, SSHHost
-from pglab.inventory import HostEntry, Inventory
+from pglab.inventory import HostEntry, Inventory, load_inventory
 from sshd import SshServer, sshd_server  # noqa: F401  (re-exported fixture)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,10 +46,12 @@ def lab_inventory(inventory: Inventory, tmp_path_factory: pytest.TempPathFactory
     """
     from pglab import lab
 
-    made = lab.up(4, name=TEST_LAB, inventory_path=tmp_path_factory.mktemp("lab") / "lab.yaml",
-                  owner_pid=os.getpid())
+    where = tmp_path_factory.mktemp("lab")
+    made = lab.up(4, name=TEST_LAB, inventory_path=where / "lab.yaml", owner_pid=os.getpid())
     try:
-        yield Inventory(hosts={**inventory.hosts, **made.inventory().hosts})
+        merged = Inventory(hosts={**inventory.hosts, **made.inventory().hosts})
+        (where / "all.yaml").write_text(yaml.safe_dump(merged.model_dump(mode="json")))
+        yield load_inventory(where / "all.yaml")  # from a file, as `pglab collect --inventory` reads it
     finally:
         lab.down(TEST_LAB)
 

@@ -141,9 +141,11 @@ def test_standby_host_dies_mid_run_the_point_fails_and_nothing_is_left(lab_inven
     assert m["status"] == "cleanup_failed" and any(left.get("host") == "lab2" for left in m["leftovers"]), m
     bases = list(m["workspaces"].values())
     assert all(not postgres_pids(b) for b in bases)  # nothing runs anywhere (one machine: one /proc)
-    # once lab2 is back, `pglab cleanup` proves it and the run is closed
+    # once lab2 is back, `pglab cleanup` proves it and the run is closed; it finds the lab hosts through
+    # the inventory file the run recorded, although it is given only the default inventory
+    assert m["inventory"] == inv.source
     lab.up(4, name=TEST_LAB)
-    report = cleanup_leftovers(tmp_path, inv)
+    report = cleanup_leftovers(tmp_path, Inventory())
     assert report.clean, report.summary()
     assert load_manifest(run)["status"] != "cleanup_failed"
     assert all(not postgres_pids(b) for b in bases)

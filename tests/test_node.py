@@ -8,8 +8,9 @@ import psycopg
 import pytest
 from conftest import postgres_pids
 from pglab.cleanup import session
-from pglab.errors import QueryTimeout
+from pglab.errors import QueryTimeout, UserError
 from pglab.inventory import Inventory
+from pglab.target import ServerTarget
 
 pytestmark = pytest.mark.servers
 
@@ -72,3 +73,24 @@ def test_cleanup_after_an_exception(inventory: Inventory) -> None:
     assert not postgres_pids(primary.ws.base)
     assert primary.host.exists(primary.log_file)  # evidence kept on failure
     primary.ws.remove()
+
+
+def test_a_server_given_by_connection_string_is_a_target(inventory: Inventory) -> None:
+    """What the cloud study will do: a server pglab did not start, reached through the client's passfile."""
+    with session(inventory) as s:
+        node = s.deploy.node("n", "local")
+        node.start()
+        target = ServerTarget.from_dsn("managed", f"host=127.0.0.1 port={node.port} user=pglab dbname=postgres "
+                                                  "sslmode=prefer")
+        client = s.deploy.client("local")
+        env = client.env(target)
+        assert env["PGPASSFILE"] == client.ws.passfile and env["PGHOST"] == "127.0.0.1"
+        res = client.host.run([client.bin("psql"), "-XAtc", "select inet_client_addr() is not null"], env=env)
+        assert res.stdout.strip() == "t"  # over TCP, with the run's password from the client host's passfile
+        assert "passfile" not in target.describe() and target.describe()["port"] == str(node.port)
+    with pytest.raises(UserError, match="holds a password"):
+        ServerTarget.from_dsn("bad", "host=db.example.net password=hunter2")
+    with pytest.raises(UserError, match="unsupported connection keywords keepalives"):
+        ServerTarget.from_dsn("bad", "host=db.example.net keepalives=1")
+    with pytest.raises(UserError, match="not a libpq connection string"):
+        ServerTarget.from_dsn("bad", "host=db port")

@@ -33,7 +33,7 @@ from typing import Any
 
 from pglab import procs, runs_index
 from pglab.hosts import Background, Host, LocalHost
-from pglab.inventory import Inventory
+from pglab.inventory import Inventory, load_inventory
 from pglab.node import Node, Workspace
 from pglab.store import MANIFEST, RunStore, now, write_json
 from pglab.topology import Deployment
@@ -61,6 +61,7 @@ class Session:
                                  label=store.manifest["run_id"] if store else "pglab")
         if store:  # lets `pglab cleanup` tell this process from a later one with the same PID
             store.manifest["control"] = _quietly(procs.identity, LocalHost(), os.getpid())
+            store.manifest["inventory"] = inventory.source  # where `pglab cleanup` finds the run's hosts
             store.save()
 
     @property
@@ -408,11 +409,26 @@ def cleanup_leftovers(data_root: Path, inventory: Inventory, force: bool = False
             report.add(f"{manifest_path}: unreadable manifest ({exc}); skipped")
             continue
         if manifest.get("status") in UNFINISHED:
-            _clean_run(manifest_path, manifest, inventory, force, report)
+            _clean_run(manifest_path, manifest, _inventory_for(manifest, inventory, report), force, report)
         if index_entry and manifest.get("status") in FINAL and not manifest.get("leftovers"):
             runs_index.unregister(index_entry)
             report.pruned += 1
     return report
+
+
+def _inventory_for(manifest: dict[str, Any], inventory: Inventory, report: CleanupReport) -> Inventory:
+    """``inventory``, plus the hosts of the inventory file the run recorded that it does not know (a run
+    on lab hosts is cleaned up without naming the lab's inventory)."""
+    recorded = manifest.get("inventory")
+    hosts = {n.get("host") for n in manifest.get("nodes", [])} | set(manifest.get("workspaces", {}))
+    if not recorded or hosts <= set(inventory.hosts):
+        return inventory
+    try:
+        other = load_inventory(recorded)
+    except Exception as exc:  # noqa: BLE001  (gone or invalid: the hosts stay unknown, and are reported)
+        report.add(f"{recorded}: the run's inventory cannot be read ({exc})")
+        return inventory
+    return Inventory(hosts={**other.hosts, **inventory.hosts})
 
 
 def _known_manifests(data_root: Path) -> list[tuple[Path, Path | None]]:

@@ -65,6 +65,9 @@ class Inventory(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     hosts: dict[str, HostEntry] = Field(default_factory=lambda: {"local": HostEntry()})
+    # The file it was read from (recorded in run manifests, so that `pglab cleanup` finds the hosts of a
+    # run made with another inventory, e.g. a lab's)
+    source: str | None = Field(default=None, exclude=True)
 
     def entry(self, name: str) -> HostEntry:
         if name not in self.hosts:
@@ -90,8 +93,10 @@ def load_inventory(path: str | Path | None) -> Inventory:
             raise UserError(f"inventory {path} does not exist")
         return Inventory()
     data = yaml.safe_load(Path(path).read_text()) or {}
+    if isinstance(data, dict) and "source" in data:
+        raise ParameterError(str(path), ["source: unknown key (expected hosts)"])
     try:
-        return Inventory.model_validate(data)
+        return Inventory.model_validate(data).model_copy(update={"source": str(Path(path).resolve())})
     except ValidationError as exc:
         raise ParameterError(str(path), _problems(exc)) from None
 

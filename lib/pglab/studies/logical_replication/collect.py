@@ -22,7 +22,7 @@ from typing import Any
 
 import psycopg
 
-from pglab import preflight
+from pglab import preflight, topology
 from pglab.cleanup import Session, session
 from pglab.errors import ProcessError
 from pglab.hosts import Host
@@ -158,11 +158,10 @@ class Pair:
         p, s = self.p, self.s
         suffix = "" if self.generation == 1 else f"_{self.generation}"
         settings = {"max_connections": p.max_connections(), **p.server_settings}
-        provider = s.deploy.node(f"{self.name}_provider{suffix}", p.provider_host, settings)
-        subscriber = s.deploy.node(f"{self.name}_subscriber{suffix}", p.subscriber_host, settings)
+        provider, subscriber = topology.logical_pair(s.deploy, (f"{self.name}_provider{suffix}", p.provider_host),
+                                                     (f"{self.name}_subscriber{suffix}", p.subscriber_host), settings)
         self.nodes = [provider, subscriber]
         for node in self.nodes:
-            node.start()
             node.query(f"create database {DB}")
         point = self.store.point(f"setup-{self.name}{suffix}", kind="setup", system=self.name,
                                  generation=self.generation)
