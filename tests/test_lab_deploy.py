@@ -145,8 +145,12 @@ def test_standby_host_dies_mid_run_the_point_fails_and_nothing_is_left(lab_inven
     # the inventory file the run recorded, although it is given only the default inventory
     assert m["inventory"] == inv.source
     lab.up(4, name=TEST_LAB)
-    report = cleanup_leftovers(tmp_path, Inventory())
-    assert report.clean, report.summary()
+    for _ in range(3):  # lab2's new sshd may take a moment to answer: cleanup is meant to be run again
+        report = cleanup_leftovers(tmp_path, Inventory())
+        if report.clean:
+            break
+        time.sleep(2)
+    assert report.clean, report.summary() + "\n" + "\n".join(report.lines)
     assert load_manifest(run)["status"] != "cleanup_failed"
     assert all(not postgres_pids(b) for b in bases)
 

@@ -24,7 +24,7 @@ SYSTEMS = (Streaming, BuiltinLogical, Pglogical, Slony, Londiste)
 
 def scratch_dir(host: Host, inventory: Inventory) -> str:
     """A fresh directory under the host's workdir that the server user may traverse."""
-    workdir = inventory.entry(host.name).workdir
+    workdir = inventory.entry(host.name).workdir if host.name in inventory.hosts else "/tmp"  # a lab host
     path = host.run(["mktemp", "-d", f"{workdir}/pglab-t-XXXXXX"]).stdout.strip()
     host.run(["chmod", "0755", path])
     return path

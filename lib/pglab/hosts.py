@@ -466,10 +466,13 @@ class SSHHost(Host):
         with _open_private(local, mode) as dst:
             self.conn.get(remote, dst)
 
-    def tunnel(self, remote_port: int, remote_host: str = "127.0.0.1") -> int:
-        """Forward a local port to remote_host:remote_port as seen from this host; closed with the host."""
+    def tunnel(self, remote_port: int, remote_host: str = "127.0.0.1", fresh: bool = False) -> int:
+        """Forward a local port to remote_host:remote_port as seen from this host; closed with the host.
+
+        ``fresh``: a new forward even if one exists (the old one stays open until the host closes).
+        """
         key = (remote_host, remote_port)
-        if key in self._tunnel_ports:
+        if key in self._tunnel_ports and not fresh:
             return self._tunnel_ports[key]
         with contextlib.closing(socket.socket()) as s:
             s.bind(("127.0.0.1", 0))

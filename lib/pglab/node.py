@@ -356,8 +356,17 @@ class Node(Target):
                 timeout: float | None = None) -> GuardedConnection:
         """A connection whose every execute gives up after ``timeout`` (default ``query_timeout_s``)."""
         deadline = self.query_timeout_s if timeout is None else timeout
-        conn = GuardedConnection.connect(autocommit=autocommit, cursor_factory=GuardedCursor,
-                                         **self.conninfo(dbname, deadline))
+        try:
+            conn = GuardedConnection.connect(autocommit=autocommit, cursor_factory=GuardedCursor,
+                                             **self.conninfo(dbname, deadline))
+        except psycopg.errors.ConnectionTimeout:
+            if self.host.is_local:
+                raise
+            # Seen once in a full test run: a connection through a working SSH tunnel that never got an
+            # answer. One more try through a new forward, then the error stands.
+            self.host.tunnel(self.port, self.host.data_address, fresh=True)  # type: ignore[attr-defined]
+            conn = GuardedConnection.connect(autocommit=autocommit, cursor_factory=GuardedCursor,
+                                             **self.conninfo(dbname, deadline))
         conn.pglab_node = self
         conn.pglab_timeout = deadline
         return conn
