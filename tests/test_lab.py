@@ -250,7 +250,7 @@ def test_not_root_is_one_clear_error_before_anything_is_made(monkeypatch: pytest
     assert not (tmp_path / "state").exists() and not (tmp_path / "lab.yaml").exists()
     assert not lab.exists("tnoroot")
     assert lab.down("tnoroot") is False  # no lab: quietly nothing
-    assert lab.cleanup_orphans() == []
+    assert not [f for f in lab.cleanup_orphans() if "tnoroot" in f]  # (other labs are not this test's)
 
 
 def test_missing_tools_are_named_with_their_debian_package(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -92,8 +92,10 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
                 try:
                     ok = _measure(s, planned, point, primary, standby, p, cores, clients)
                     point.finish("ok" if ok else "failed", None if ok else "pgbench exited non-zero")
-                except ProcessError as exc:
-                    point.finish("failed", str(exc))
+                except Exception as exc:  # noqa: BLE001  (a host that vanished raises SSH and socket errors
+                    # too, not only ProcessError: the point fails with what happened, the sweep goes on;
+                    # Ctrl-C and SIGTERM are BaseExceptions and still end the run)
+                    point.finish("failed", f"{type(exc).__name__}: {exc}"[:2000])
                 measured += time.monotonic() - t0
                 status = point.meta["status"]
                 store.manifest["points"]["ok" if status == "ok" else "failed"] += 1
