@@ -22,8 +22,8 @@ from pglab.studies import STUDIES
 
 pytestmark = pytest.mark.servers
 BIN = Path(os.environ.get("VIRTUAL_ENV", REPO / ".venv")) / "bin"
-SMALLER = {"synchronous_commit": {"levels": ["on", "off"], "clients": [2], "transactions_per_client": 20,
-                                  "standby_read_seconds": 1, "fsync_test_seconds": 0},
+SMALLER = {"synchronous_commit": {"levels": ["on", "off"], "clients": [2], "seconds": 2, "blocks": 1,
+                                  "standby_read_blocks": 0, "fsync_test_seconds": 0},
            "logical_replication": {"systems": ["streaming", "builtin"], "clients": [2], "run_seconds": 2}}
 
 
@@ -137,9 +137,9 @@ def test_no_workflow_loses_a_manual_run(checkout: Path) -> None:
     assert kept(runs, archive(checkout))
 
     sh(checkout, "dvc", "exp", "run", "-n", "reads-off",
-       "-S", "params/synchronous_commit.yaml:profiles.smoke.standby_read_runs=0")
+       "-S", "params/synchronous_commit.yaml:profiles.smoke.standby_read_blocks=0")
     table = sh(checkout, "dvc", "exp", "show", "--csv")
-    assert "reads-off" in table and "profiles.smoke.standby_read_runs" in table
+    assert "reads-off" in table and "profiles.smoke.standby_read_blocks" in table
     after_exp = archive(checkout)
     assert kept(runs, after_exp) and len(after_exp) == len(runs) + 1  # the experiment measured once more
     sh(checkout, "dvc", "exp", "apply", "reads-off")

@@ -107,8 +107,8 @@ def test_standby_host_dies_mid_run_the_point_fails_and_nothing_is_left(lab_inven
     """The synchronous standby's host (its sshd and its servers) is killed while the study runs."""
     inv = lab_inventory
     params = {**yaml.safe_load((REPO / "params/synchronous_commit.yaml").read_text())["profiles"]["smoke"],
-              "levels": ["on", "remote_apply"], "clients": [2], "transactions_per_client": 4000,
-              "standby_read_runs": 0, "fsync_test_seconds": 0, "client_timeout_s": 8,
+              "levels": ["on", "remote_apply"], "clients": [2], "seconds": 30, "blocks": 1,
+              "standby_read_blocks": 0, "fsync_test_seconds": 0, "client_timeout_s": 8,
               "primary_host": "lab1", "standby_host": "lab2", "client_host": "lab3"}
     ns = _lab().host("lab2").namespace
     killed: list[int] = []

@@ -29,7 +29,7 @@ REFERENCE = REPO / "data" / "reference"
 
 def tiny(**kw: object) -> dict:
     """Smaller than smoke: the tests check behaviour, not numbers."""
-    return {**SMOKE, "clients": [2], "run_seconds": 2, "repetitions": 1, "catchup_timeout_s": 30,
+    return {**SMOKE, "clients": [2], "run_seconds": 2, "blocks": 1, "catchup_timeout_s": 30,
             "lag_interval_s": 0.2, **kw}
 
 
@@ -56,10 +56,11 @@ def test_broken_subscriber_is_caught_and_the_sweep_goes_on(tmp_path: Path, inven
         elif len(calls) == 2:
             system.subscriber.query("delete from pgbench_accounts where aid = 1", dbname="bench")
 
-    run = collect.collect(tiny(systems=["builtin"], repetitions=3, catchup_timeout_s=4), data_root=tmp_path,
+    # one system: it is its own baseline, so a block is builtin twice (A/A); two blocks, four points
+    run = collect.collect(tiny(systems=["builtin"], blocks=2, catchup_timeout_s=4), data_root=tmp_path,
                           profile="test", inventory=inventory, progress=False, on_run=on_run)
     m, points = json.loads((run / "manifest.json").read_text()), metas(run)
-    stopped, lost, fine = (points[c] for c in calls)
+    stopped, lost, fine, fine2 = (points[c] for c in calls)
     assert stopped["status"] == "failed" and stopped["error"].startswith("not caught up"), stopped
     assert stopped["consistent"] is False and "pgbench_history" in stopped["mismatched"]
     assert stopped["timing"]["caught_up"] is False and stopped["timing"]["catchup_s"] is None
@@ -67,8 +68,10 @@ def test_broken_subscriber_is_caught_and_the_sweep_goes_on(tmp_path: Path, inven
     assert lost["status"] == "inconsistent" and lost["timing"]["caught_up"] is True
     assert "pgbench_accounts" in lost["mismatched"]
     assert fine["status"] == "ok" and fine["consistent"] is True and fine["generation"] == 3
+    assert fine2["status"] == "ok" and fine2["generation"] == 3  # the pair is kept across blocks
     assert m["status"] == "complete" and m["systems"]["builtin"]["generations"] == 3
-    assert m["points"] == {"total": 3, "ok": 1, "failed": 1, "inconsistent": 1}
+    assert m["points"] == {"total": 4, "ok": 2, "failed": 1, "inconsistent": 1}
+    assert m["plan"]["kept_across_blocks"] == ["builtin provider/subscriber pair"]
     assert 0 < m["measurement_share"] < 1
     assert not postgres_pids(m["workspaces"]["local"])
     kept = [Path(d["data_dir"]).name for d in m["evidence"]["kept_data_dirs"]]
@@ -79,10 +82,10 @@ def test_broken_subscriber_is_caught_and_the_sweep_goes_on(tmp_path: Path, inven
     assert "builtin_provider" not in on_disk and "builtin_subscriber" not in on_disk
 
     a = analyze.analyze(run, tmp_path / "derived", tmp_path / "figures", REFERENCE)
-    assert set(a.tidy.point) == {calls[2]}  # only the good point is a number
+    assert set(a.points.point) == set(calls[2:])  # only the good points are numbers
     assert sorted(a.failed.status) == ["failed", "inconsistent"]
     row = a.systems.set_index("system").loc["builtin"]
-    assert row.consistency == "INCONSISTENT in 1 of 3 points" and row.not_caught_up == 1 and row.rebuilds == 2
+    assert row.consistency == "INCONSISTENT in 1 of 4 points" and row.not_caught_up == 1 and row.rebuilds == 2
 
 
 @pytest.fixture
@@ -111,7 +114,7 @@ def test_missing_system_is_skipped_with_its_reason(tmp_path: Path, bindir_withou
     assert m["systems"]["pglogical"]["status"] == "skipped"
     assert "pglogical.control is missing" in m["systems"]["pglogical"]["reason"]
     assert "slony1_funcs" in m["systems"]["slony"]["reason"]
-    assert m["systems"]["streaming"]["status"] == "measured" and m["points"]["ok"] == 1
+    assert m["systems"]["streaming"]["status"] == "measured" and m["points"]["ok"] == 2  # with its A/A
     a = analyze.analyze(run, tmp_path / "derived", tmp_path / "figures", REFERENCE)
     assert list(a.systems.system) == ["streaming", "pglogical", "slony"]
     assert list(a.systems.status) == ["measured", "skipped", "skipped"]
@@ -162,11 +165,11 @@ collect.collect(p, data_root=sys.argv[2], profile="test", progress=False)
 def test_sigterm_mid_run_stops_servers_and_daemons(tmp_path: Path) -> None:
     """SIGTERM while Slony replicates a run: both slons and both servers are gone, the run says interrupted."""
     pfile = tmp_path / "p.yaml"
-    pfile.write_text(yaml.safe_dump(tiny(systems=["slony"], run_seconds=20, repetitions=2)))
+    pfile.write_text(yaml.safe_dump(tiny(systems=["slony"], run_seconds=20, blocks=2)))
     proc = subprocess.Popen([sys.executable, "-c", STUDY_SCRIPT, str(pfile), str(tmp_path)], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and not list(tmp_path.glob("runs/*/*/slony-c*")):
+    while time.monotonic() < deadline and not list(tmp_path.glob("runs/*/*/b01-c*-slony*")):
         time.sleep(0.2)  # wait until a measurement is running
     manifest_path = next(tmp_path.glob("runs/*/*/manifest.json"))
     while time.monotonic() < deadline and not any(  # the workload is listed as soon as it has started
@@ -191,8 +194,8 @@ def test_daemons_and_servers_are_gone_after_a_complete_study(tmp_path: Path, inv
     run = collect.collect(tiny(systems=["slony"], clients=[1], run_seconds=1), data_root=tmp_path, profile="test",
                           inventory=inventory, progress=False)
     m = json.loads((run / "manifest.json").read_text())
-    assert m["status"] == "complete" and m["points"]["ok"] == 1
-    assert len(m["processes"]) == 3 and all(p["stopped"] for p in m["processes"])  # both slons and pgbench
+    assert m["status"] == "complete" and m["points"]["ok"] == 2  # slony, and slony again (A/A)
+    assert len(m["processes"]) == 4 and all(p["stopped"] for p in m["processes"])  # both slons, two pgbench
     assert not processes_mentioning(m["workspaces"]["local"])
     assert not Path(m["workspaces"]["local"]).exists()  # removed on success; server logs copied first
     assert {p.name for p in (run / "logs").iterdir()} == {"slony_provider.log", "slony_subscriber.log"}

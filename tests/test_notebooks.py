@@ -52,18 +52,18 @@ def test_a_profile_name_selects_its_values(study: str) -> None:
     for name, values in profiles.items():
         got_name, got, overrides, _ = notebook.parameters(study, {**defaults, "profile": name})
         assert got_name == name and got == values and overrides == {}
-    _, got, overrides, _ = notebook.parameters(study, {**defaults, "profile": "quick", "repetitions": 7})
-    assert got == {**profiles["quick"], "repetitions": 7} and overrides == {"repetitions": 7}
+    _, got, overrides, _ = notebook.parameters(study, {**defaults, "profile": "quick", "blocks": 7})
+    assert got == {**profiles["quick"], "blocks": 7} and overrides == {"blocks": 7}
     with pytest.raises(ParameterError, match="'fast' is not one of"):
         notebook.parameters(study, {**defaults, "profile": "fast"})
 
 
 def test_misspelt_names_and_lists_as_text_are_refused() -> None:
-    ns = {"profile": "smoke", "repetition": 5, "client": 8, "clients": "[1, 4]"}
+    ns = {"profile": "smoke", "block": 5, "client": 8, "clients": "[1, 4]"}
     with pytest.raises(ParameterError) as exc:
         notebook.parameters("synchronous_commit", ns)
     text = str(exc.value)
-    assert "repetition: unknown parameter (did you mean 'repetitions'?)" in text
+    assert "block: unknown parameter (did you mean 'blocks'?)" in text
     assert "client: unknown parameter (did you mean 'clients'?)" in text
     assert "clients: got the text '[1, 4]'" in text and "-y" in text
 
@@ -71,10 +71,10 @@ def test_misspelt_names_and_lists_as_text_are_refused() -> None:
 def test_papermill_with_a_misspelt_name_fails_before_anything_starts(tmp_path: Path) -> None:
     before = workspaces()
     res = subprocess.run([PAPERMILL, "notebooks/synchronous_commit.ipynb", str(tmp_path / "out.ipynb"),
-                          "-p", "repetition", "5", "-p", "data_root", str(tmp_path / "data")],
+                          "-p", "block", "5", "-p", "data_root", str(tmp_path / "data")],
                          cwd=REPO, capture_output=True, text=True, timeout=300)
     assert res.returncode != 0
-    assert "repetition: unknown parameter (did you mean 'repetitions'?)" in res.stderr + res.stdout
+    assert "block: unknown parameter (did you mean 'blocks'?)" in res.stderr + res.stdout
     assert not (tmp_path / "data").exists() and workspaces() == before
 
 

@@ -194,7 +194,11 @@ class Session:
         logs.mkdir(exist_ok=True)
         for node in self.nodes:
             if node.ws is ws and node.host.exists(node.log_file):
-                node.host.get(node.log_file, logs / f"{node.name}.log", mode=0o644)  # evidence, no secret
+                dest, n = logs / f"{node.name}.log", 1
+                while dest.exists():  # a resumed run's nodes have the names of the first attempt's
+                    n += 1
+                    dest = logs / f"{node.name}.{n}.log"
+                node.host.get(node.log_file, dest, mode=0o644)  # evidence, no secret
 
 
 def _remove_secrets(ws: Workspace) -> None:

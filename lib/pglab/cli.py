@@ -33,8 +33,14 @@ def cmd_collect(a: argparse.Namespace) -> int:
     from pglab.studies import module
 
     name, p, inventory = _params(a.study, a.params, a.profile, a.inventory)
+    resume = None
+    if a.resume is not None:
+        from pglab.resume import find
+
+        resume = find(a.data_root, a.study, a.resume or None)
+        print(f"resuming {resume}", file=sys.stderr)
     run = module(a.study, "collect").collect(p, data_root=a.data_root, profile=name, inventory=inventory,
-                                             progress=not a.quiet)
+                                             progress=not a.quiet, resume=resume)
     from pglab.store import load_manifest
 
     status = load_manifest(run).get("status")
@@ -61,6 +67,29 @@ def cmd_analyze(a: argparse.Namespace) -> int:
     result = module(a.study, "analyze").analyze(run, root / "derived" / a.study, Path(a.figures) / a.study,
                                                 Path(a.reference))
     print(json.dumps(result.metrics, indent=2))
+    return 0
+
+
+def cmd_compare(a: argparse.Namespace) -> int:
+    """The differences first; refused (exit 2) unless --allow-mixed, after the facts side by side, then the tables."""
+    from pglab import comparable
+    from pglab.store import load_manifest
+
+    runs = [comparable.find_run(a.data_root, r) for r in (a.run_a, a.run_b)]
+    manifests = [load_manifest(r) for r in runs]
+    for label, run, m in zip("ab", runs, manifests, strict=True):
+        print(f"{label}: {run} ({m.get('study')}, run {m.get('run_id')}, {m.get('status')})")
+    diffs = comparable.differences(*manifests)
+    print(comparable.report(diffs))
+    refused = bool(comparable.refused(diffs)) and not a.allow_mixed
+    if comparable.refused(diffs) and a.allow_mixed:
+        print(f"pglab: {comparable.mixing_message(diffs)}")
+    for name, table in comparable.side_by_side(*runs, reference_dir=a.reference, effects=not refused).items():
+        sources = table.attrs.get("sources")
+        print(f"\n{name}" + (f" (a: {sources['a']}; b: {sources['b']})" if sources else "") + ":")
+        print(table.to_string(index=False) if len(table) else "(none)")
+    if refused:
+        comparable.check_comparable(*manifests)  # raises NotComparableError: exit 2, every refused field named
     return 0
 
 
@@ -165,6 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
                                        "params/hosts.yaml; `pglab lab up` writes params/lab.yaml)")
     c.add_argument("--data-root", default="data")
     c.add_argument("--quiet", action="store_true", help="no progress bar")
+    c.add_argument("--resume", nargs="?", const="", metavar="RUN",
+                   help="continue an interrupted or killed run (a run folder or id; default: the newest "
+                        "unfinished run of the study) at its first unfinished point, with the same parameters")
     c.set_defaults(func=cmd_collect)
     z = sub.add_parser("analyze", help="derived tables, metrics and figures from a raw run")
     z.add_argument("study", choices=STUDIES)
@@ -173,6 +205,15 @@ def build_parser() -> argparse.ArgumentParser:
     z.add_argument("--figures", default="figures")
     z.add_argument("--reference", default="data/reference")
     z.set_defaults(func=cmd_analyze)
+    v = sub.add_parser("compare", help="two runs side by side: host facts, placement, tools, parameters, effects; "
+                                       "refused (exit 2) when they differ in what the measurement depends on")
+    v.add_argument("run_a", metavar="RUN_A", help="a run folder, or a run id under data/runs/<study>/")
+    v.add_argument("run_b", metavar="RUN_B")
+    v.add_argument("--allow-mixed", action="store_true", help="compare runs that differ in host facts, placement, "
+                                                              "tool versions or parameters (the output says which)")
+    v.add_argument("--data-root", default="data")
+    v.add_argument("--reference", default="data/reference")
+    v.set_defaults(func=cmd_compare)
     p = sub.add_parser("parse", help="parse pgbench / sysbench output files into JSON")
     p.add_argument("files", nargs="+")
     p.set_defaults(func=cmd_parse)

@@ -58,6 +58,20 @@ class PreflightError(UserError):
         super().__init__(f"preflight failed, nothing was started:\n{lines}")
 
 
+class NotComparableError(UserError):
+    """Two runs differ in host facts, placement, tool versions or parameters (``pglab.comparable``).
+
+    ``differences`` holds every refuse-level difference; ``override`` names how to mix them anyway.
+    """
+
+    def __init__(self, differences: list, override: str = "--allow-mixed"):
+        self.differences = differences
+        self.override = override
+        lines = "\n".join(f"  - {d}" for d in differences)
+        super().__init__(f"the runs are not comparable, they differ in:\n{lines}\n"
+                         f"pass {override} to compare them anyway (the output then says what was mixed)")
+
+
 class ProcessError(PglabError):
     """A command exited non-zero or timed out."""
 

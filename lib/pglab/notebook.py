@@ -123,3 +123,39 @@ def where_hosts_were(manifest: dict[str, Any]) -> list[dict[str, Any]]:
 
 def where_summary(manifest: dict[str, Any]) -> str:
     return placement.summary(manifest)
+
+
+def compare_runs(run_a: str | Path, run_b: str | Path, allow_mixed: bool = False, *, data_root: str | Path = "data",
+                 reference_dir: str | Path | None = None) -> dict[str, Any] | None:
+    """Two runs side by side, as ``pglab compare`` prints them: differences, hosts, placement, tools, parameters,
+    effects. A run is a folder or a run id under ``<data_root>/runs/<study>/``.
+
+    Runs that differ in what the measurement depends on are refused (NotComparableError) unless
+    ``allow_mixed``; the facts side by side are shown first all the same. In a notebook the tables are
+    displayed (and None returned); elsewhere they are returned.
+    """
+    from pglab import comparable
+
+    root = repo_root()
+    # a folder relative to the working directory or to the checkout (notebooks run in notebooks/), else a run id
+    runs = [comparable.find_run(_resolve(data_root, root), _resolve(r, root) if not Path(r).exists()
+                                and (_resolve(r, root) / "manifest.json").exists() else r) for r in (run_a, run_b)]
+    manifests = [load_manifest(r) for r in runs]
+    diffs = comparable.differences(*manifests)
+    refused = bool(comparable.refused(diffs)) and not allow_mixed
+    tables: dict[str, Any] = {"differences": comparable.differences_table(diffs)}
+    tables.update(comparable.side_by_side(*runs, reference_dir=reference_dir or root / "data" / "reference",
+                                          effects=not refused))
+    shell = sys.modules["IPython"].get_ipython() if "IPython" in sys.modules else None
+    if shell is not None:
+        from IPython.display import Markdown, display
+
+        mixing = comparable.mixing_message(diffs) if allow_mixed else ""
+        display(Markdown(f"**a**: `{runs[0]}`; **b**: `{runs[1]}`" + (f"  \n**{mixing}**" if mixing else "")))
+        for name, table in tables.items():
+            sources = table.attrs.get("sources")
+            display(Markdown(f"**{name}**" + (f" (a: {sources['a']}; b: {sources['b']})" if sources else "")))
+            display(table)
+    if refused:
+        comparable.check_comparable(*manifests)  # raises, naming every refused field
+    return None if shell is not None else tables

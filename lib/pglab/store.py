@@ -127,10 +127,39 @@ class RunStore:
         self.manifest["processes"].append(description)
         self.save()
 
-    def point(self, point_id: str, **factors: Any) -> Point:
+    @classmethod
+    def reopen(cls, run_dir: Path) -> RunStore:
+        """An earlier run, to be resumed in its own folder: the manifest records the resume."""
+        self = cls.__new__(cls)
+        self.dir = Path(run_dir)
+        self.root = self.dir.parent
+        self.manifest = load_manifest(self.dir)
+        resumes = self.manifest.setdefault("resumes", [])
+        resumes.append({"at": now(), "pid": os.getpid(), "previous_status": self.manifest.get("status"),
+                        "previous_pid": self.manifest.get("pid"), "git_revision": git_revision()})
+        self.manifest.update(status="running", pid=os.getpid(), leftovers=[])
+        for key in ("end", "outcome", "signals_during_cleanup"):
+            self.manifest.pop(key, None)
+        self.save()
+        runs_index.register(self.dir / MANIFEST)
+        return self
+
+    @property
+    def attempt(self) -> int:
+        """1 for a run's first process, 2 after its first resume..."""
+        return 1 + len(self.manifest.get("resumes", []))
+
+    def point(self, point_id: str, unique: bool = False, **factors: Any) -> Point:
+        """A new point folder; ``unique`` (set-up steps, repeated on resume) adds ``.2``, ``.3``... rather
+        than fail when the id exists. Measured points never reuse a folder."""
         d = self.dir / point_id
+        if unique:
+            n = 1
+            while d.exists():
+                n += 1
+                d = self.dir / f"{point_id}.{n}"
         d.mkdir(exist_ok=False)
-        meta = {"point": point_id, "start": now(), "status": "running", **factors}
+        meta = {"point": d.name, "start": now(), "status": "running", **factors}
         write_json(d / "meta.json", meta)
         return Point(d, meta)
 

@@ -7,6 +7,10 @@ point records the shares during its run, so that a reader can tell a slow system
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterable, Iterator
+from typing import Any
+
 from pglab.hosts import Host
 
 FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
@@ -27,3 +31,33 @@ def shares(before: dict[str, int], after: dict[str, int]) -> dict[str, float]:
     delta = {k: after.get(k, 0) - before.get(k, 0) for k in FIELDS}
     total = sum(delta.values())
     return {k: round(v / total, 4) for k, v in delta.items()} if total > 0 else {}
+
+
+STEAL_FLAG = 0.2  # a point whose hosts lost more than this share of CPU time to the hypervisor is flagged
+
+
+def loadavg(host: Host) -> float | None:
+    """The 1-minute load average (runnable tasks), or None where /proc/loadavg is missing."""
+    try:
+        return float(host.read_text("/proc/loadavg").split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@contextlib.contextmanager
+def during(hosts: Iterable[Host], point: Any) -> Iterator[None]:
+    """Record each host's CPU shares (steal included) and load over the ``with`` body in ``point.meta``.
+
+    Hosts that are one machine (lab namespaces) read the same /proc/stat; each is still listed by name.
+    """
+    hosts = list({h.name: h for h in hosts}.values())
+    before = {h.name: sample(h) for h in hosts}
+    try:
+        yield
+    finally:
+        shares_by_host = {h.name: shares(before[h.name], sample(h)) for h in hosts}
+        point.meta["cpu"] = shares_by_host
+        point.meta["load1"] = {h.name: loadavg(h) for h in hosts}
+        steal = max((s.get("steal", 0.0) for s in shares_by_host.values()), default=0.0)
+        point.meta["steal"] = steal
+        point.meta["steal_flag"] = steal > STEAL_FLAG

@@ -86,3 +86,34 @@ def initialise(node: Node, point: Point, dbname: str, scale: int, extra: Sequenc
     """``pgbench -i`` (its log goes to stderr; phase times are parsed later from stderr.txt)."""
     argv = [(client or node).bin("pgbench"), "-i", "-s", str(scale), *extra, dbname]
     return run(node, point, argv, timeout=timeout, client=client)
+
+
+# -- per-transaction logs (-l): latency distributions merged over clients and blocks -----------------
+TXLOG_DIR = "txlog"
+
+
+def txlog_args(point: Point, node: Node, client: Client | None = None, prefix: str = "") -> tuple[list[str], str]:
+    """``-l --log-prefix=...`` into a fresh folder of the client's workspace, and that folder."""
+    c = client or Client.on_node_host(node)
+    remote = f"{c.ws.base}/{TXLOG_DIR}-{point.dir.parent.name}-{point.id}{'-' + prefix if prefix else ''}"
+    c.host.mkdir(remote)
+    return ["-l", f"--log-prefix={remote}/pgbench_log"], remote
+
+
+def fetch_txlogs(point: Point, node: Node, remote: str, client: Client | None = None, prefix: str = "") -> list[str]:
+    """Copy pgbench's log files (one per thread) into the point folder gzipped, then remove them there."""
+    import gzip
+    import shutil
+
+    c = client or Client.on_node_host(node)
+    names = [n for n in c.host.run(["ls", "-1", remote], check=False).stdout.split() if n.startswith("pgbench_log")]
+    dest = point.dir / (TXLOG_DIR + (f"_{prefix.rstrip('_')}" if prefix else ""))
+    dest.mkdir(exist_ok=True)
+    for name in names:
+        local = dest / name
+        c.host.get(f"{remote}/{name}", local, mode=0o644)
+        with open(local, "rb") as src, gzip.open(f"{local}.gz", "wb", compresslevel=6) as gz:
+            shutil.copyfileobj(src, gz)
+        local.unlink()
+    c.host.remove_tree(remote)
+    return sorted(f"{n}.gz" for n in names)

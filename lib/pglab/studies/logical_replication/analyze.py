@@ -21,17 +21,16 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from pglab import figures
+from pglab import analysis, effects, figures
+from pglab.effects import AA, Claim
 from pglab.parsers.pgbench import parse_summary
-from pglab.stats import interval_caption, lines_table, summarise
 from pglab.store import load_manifest, read_optional, write_json
-from pglab.studies.logical_replication import STUDY
 from pglab.studies.logical_replication.params import SYSTEMS
 
-FACTORS = ["system", "clients", "rep", "generation"]
 UNITS = {"sustainable_tps": "tx/s", "sustainable_tps_confirmed": "tx/s", "provider_tps": "tx/s",
          "transactions": "tx", "run_s": "s", "catchup_s": "s", "confirmed_s": "s", "latency_avg_ms": "ms",
-         "max_lag_s": "s", "cpu_steal_share": "share", "cpu_idle_share": "share"}
+         "max_lag_s": "s"}
+METRICS = ["sustainable_tps", "sustainable_tps_confirmed", "provider_tps", "catchup_s", "confirmed_s", "max_lag_s"]
 LABELS = {"streaming": "streaming (physical, async)", "builtin": "built-in logical", "pglogical": "pglogical",
           "slony": "Slony-I", "londiste": "Londiste 3"}
 
@@ -42,100 +41,78 @@ class Analysis:
 
     run_dir: Path
     manifest: dict[str, Any]
-    tidy: pd.DataFrame
-    summary: pd.DataFrame
-    ratios: pd.DataFrame
+    points: pd.DataFrame  # one row per measured point
+    summary: pd.DataFrame  # per system and clients: metrics' medians and intervals, ratio to the baseline
+    ratios: pd.DataFrame  # per-block ratios of sustainable tps to the baseline
     systems: pd.DataFrame
     comparison: pd.DataFrame
     lag: pd.DataFrame
     metrics: dict[str, Any]
     failed: pd.DataFrame
+    waits: pd.DataFrame
+    stalls: pd.DataFrame
+    metric_summary: pd.DataFrame  # per system and clients: each metric's median and interval over blocks
     figures: dict[str, list[Path]] = field(default_factory=dict)
 
 
-def _run_dirs(run_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
-    out = []
-    for d in sorted(p for p in run_dir.iterdir() if (p / "meta.json").exists()):
-        meta = json.loads((d / "meta.json").read_text())
-        if meta.get("kind") == "run":
-            out.append((d, meta))
+def point_values(d: Path, meta: dict[str, Any]) -> dict[str, Any]:
+    """Sustainable tps (transactions / (run + catch-up)) and the provider's measured-window tps."""
+    w = analysis.pgbench_window(d, meta)
+    s = parse_summary(read_optional(d, "stdout.txt"), read_optional(d, "stderr.txt"))
+    t = meta["timing"]
+    tx = float(s["transactions"])
+    out = {"system": meta.get("system", meta.get("config")), "transactions": tx, "provider_tps": w["tps"],
+           "run_s": t["run_s"], "catchup_s": t["catchup_s"], "confirmed_s": t["confirmed_s"],
+           "sustainable_tps": tx / (t["run_s"] + t["catchup_s"]),
+           "sustainable_tps_confirmed": tx / (t["run_s"] + t["confirmed_s"])}
+    out.update({k: w[k] for k in ("tps_summary", "latency_avg_ms", "window_s", "stalls", "stall_times")})
+    out["tps"] = out["sustainable_tps"]  # the value blocks compare
+    if (d / "lag.csv").exists():
+        lag = pd.read_csv(d / "lag.csv")
+        out["max_lag_s"] = float(lag.lag_s.max()) if lag.lag_s.notna().any() else None
     return out
 
 
-def tidy_points(points: list[tuple[Path, dict[str, Any]]], lag: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One row per (point, metric) for the points that succeeded; and the others with their reason."""
-    rows: list[dict[str, Any]] = []
-    failed: list[dict[str, Any]] = []
-    max_lag = lag.dropna(subset=["lag_s"]).groupby("point").lag_s.max()
-    for d, meta in points:
-        base = {"study": STUDY, "point": meta["point"], **{k: meta.get(k) for k in FACTORS}}
-        if meta.get("status") != "ok":
-            failed.append({**base, "status": meta.get("status"), "consistent": meta.get("consistent"),
-                           "mismatched": ",".join(meta.get("mismatched") or []), "error": meta.get("error", "")})
-            continue
-        s = parse_summary(read_optional(d, "stdout.txt"), read_optional(d, "stderr.txt"))
-        t = meta["timing"]
-        tx = float(s["transactions"])
-        values = {"transactions": tx, "provider_tps": float(s["tps"]), "latency_avg_ms": s.get("latency_avg_ms"),
-                  "run_s": t["run_s"], "catchup_s": t["catchup_s"], "confirmed_s": t["confirmed_s"],
-                  "sustainable_tps": tx / (t["run_s"] + t["catchup_s"]),
-                  "sustainable_tps_confirmed": tx / (t["run_s"] + t["confirmed_s"])}
-        for name in ("steal", "idle"):
-            if name in meta.get("cpu", {}):
-                values[f"cpu_{name}_share"] = meta["cpu"][name]
-        if meta["point"] in max_lag.index:
-            values["max_lag_s"] = float(max_lag[meta["point"]])
-        for metric, value in values.items():
-            if value is not None:
-                rows.append({**base, "metric": metric, "value": float(value), "unit": UNITS[metric]})
-    cols = ["study", "point", *FACTORS, "metric", "value", "unit"]
-    tidy = pd.DataFrame(rows, columns=cols).sort_values(["point", "metric"], kind="stable").reset_index(drop=True)
-    fcols = ["study", "point", *FACTORS, "status", "consistent", "mismatched", "error"]
-    return tidy, pd.DataFrame(failed, columns=fcols)
-
-
-def lag_table(points: list[tuple[Path, dict[str, Any]]]) -> pd.DataFrame:
+def lag_table(run_dir: Path, points: pd.DataFrame) -> pd.DataFrame:
     """Every lag sample of every successful point, with its point's factors (each lag.csv read once)."""
     frames = []
-    for d, meta in points:
-        if meta.get("status") != "ok" or not (d / "lag.csv").exists():
-            continue
-        lag = pd.read_csv(d / "lag.csv")
-        if len(lag):
-            frames.append(lag.assign(point=meta["point"], system=meta["system"], clients=meta["clients"],
-                                     rep=meta["rep"]))
-    cols = ["point", "system", "clients", "rep", "t_s", "phase", "lag_bytes", "lag_s", "lag_events"]
+    for _, p in points.iterrows():
+        path = Path(run_dir) / p.point / "lag.csv"
+        if path.exists():
+            lag = pd.read_csv(path)
+            if len(lag):
+                frames.append(lag.assign(point=p.point, system=p.system, clients=p.clients, block=p.block))
+    cols = ["point", "system", "clients", "block", "t_s", "phase", "lag_bytes", "lag_s", "lag_events"]
     if not frames:
         return pd.DataFrame(columns=cols)
     return pd.concat(frames, ignore_index=True)[cols]
 
 
-def ratios_to_streaming(summary: pd.DataFrame) -> pd.DataFrame:
-    """Median sustainable tps of each system over streaming's at the same client count, and its rank."""
-    s = summary[summary.metric == "sustainable_tps"].set_index(["clients", "system"])["median"]
-    cols = ["clients", "system", "sustainable_tps", "ratio_to_streaming", "rank"]
-    if s.empty:
-        return pd.DataFrame(columns=cols)
-    out = s.rename("sustainable_tps").reset_index()
-    if "streaming" in s.index.get_level_values("system"):
-        base = s.xs("streaming", level="system")
-        out["ratio_to_streaming"] = out.sustainable_tps / out.clients.map(base)
-    else:
-        out["ratio_to_streaming"] = np.nan
-    out["rank"] = out.groupby("clients").sustainable_tps.rank(ascending=False, method="min").astype(int)
-    return out.sort_values(["system", "clients"], kind="stable").reset_index(drop=True)[cols]
+def metric_summary(points: pd.DataFrame) -> pd.DataFrame:
+    """Per system and clients: median and interval of each metric over blocks (first baseline copy)."""
+    frames = []
+    for metric in METRICS:
+        if metric in points:
+            t = analysis.tps_summary(points.assign(tps=points[metric]), ["clients", "config"])
+            frames.append(t.assign(metric=metric, unit=UNITS[metric]))
+    out = pd.concat(frames, ignore_index=True).rename(columns={
+        "tps_median": "median", "tps_low": "ci_low", "tps_high": "ci_high", "tps_method": "ci_method", "tps_n": "n"})
+    return out.rename(columns={"config": "system"})[["system", "clients", "metric", "unit", "median", "ci_low",
+                                                     "ci_high", "ci_method", "n"]]
 
 
-def system_table(manifest: dict[str, Any], tidy: pd.DataFrame, failed: pd.DataFrame) -> pd.DataFrame:
+def system_table(manifest: dict[str, Any], points: pd.DataFrame, failed: pd.DataFrame) -> pd.DataFrame:
     """One row per system asked for: measured / skipped / setup failed, and its consistency verdict."""
     rows = []
     info = manifest.get("systems", {})
+    failed = failed.assign(system=failed.config)
     for name in [s for s in SYSTEMS if s in manifest["parameters"]["systems"]]:
         i = info.get(name, {"status": "not reached (run interrupted)"})
-        ok = tidy[(tidy.system == name) & (tidy.metric == "transactions")].point.nunique()
+        mine = points[points.config == name]
+        ok = len(mine)
         f = failed[failed.system == name]
         incons = int((f.status == "inconsistent").sum())
-        not_caught = int(f.error.str.startswith("not caught up").sum())
+        not_caught = int(f.error.fillna("").str.startswith("not caught up").sum())
         if i.get("status") != "measured":
             verdict = f"no data: {i.get('status')}"
         elif incons:
@@ -144,9 +121,8 @@ def system_table(manifest: dict[str, Any], tidy: pd.DataFrame, failed: pd.DataFr
             verdict = f"consistent in all {ok} points"
         else:
             verdict = f"consistent in {ok} points; {len(f)} failed"
-        steal = tidy[(tidy.system == name) & (tidy.metric == "cpu_steal_share")].value
         rows.append({"system": name, "status": i.get("status"), "reason": i.get("reason", ""),
-                     "cpu_steal_median": round(float(steal.median()), 3) if len(steal) else None,
+                     "cpu_steal_median": round(float(mine.steal.median()), 3) if mine.steal.notna().any() else None,
                      "points_ok": ok, "points_failed": len(f) - incons, "points_inconsistent": incons,
                      "not_caught_up": not_caught, "consistency": verdict,
                      "rebuilds": max(0, i.get("generations", 1) - 1),
@@ -164,7 +140,7 @@ def reference(reference_dir: Path) -> pd.DataFrame:
 
 
 def _growth(table: pd.DataFrame, system: str, few: int = 4) -> tuple[float, int, int] | None:
-    """tps at the largest client count over tps at ``few`` clients (or the nearest count below it)."""
+    """Published tps at the largest client count over tps at ``few`` clients (or the nearest count below)."""
     t = table[table.system == system].set_index("clients").sustainable_tps.sort_index()
     low = [c for c in t.index if c <= few]
     if not low or t.index.max() <= max(low):
@@ -173,61 +149,64 @@ def _growth(table: pd.DataFrame, system: str, few: int = 4) -> tuple[float, int,
     return float(t[c_max] / t[c_low]), int(c_low), c_max
 
 
-def compare(ratios: pd.DataFrame, reference_dir: Path, cores: int | None) -> pd.DataFrame:
-    """Published vs reproduced, one row per claim of the article, with a verdict."""
+def _per_block_value(points: pd.DataFrame, system: str, clients: int) -> pd.Series:
+    p = points[(points.config == system) & (points.clients == clients) & (points["copy"] == 1)]
+    return p.set_index("block").sustainable_tps
+
+
+def compare(points: pd.DataFrame, ratios: pd.DataFrame, reference_dir: Path, cores: int | None,
+            waits: pd.DataFrame, baseline: str) -> pd.DataFrame:
+    """Published vs reproduced, one row per claim of the article, each from per-block ratios."""
     ref = reference(reference_dir)
     rows = []
-    shared = "" if cores is None else f"; here provider, subscriber, daemons and pgbench share {cores} cores"
-
-    def ours(system: str) -> pd.Series:
-        return ratios[ratios.system == system].set_index("clients").ratio_to_streaming
-
+    shared = "" if cores is None else f"provider, subscriber, daemons and pgbench share {cores} cores"
+    per_block = analysis.per_block(ratios)  # block x system: geometric mean over client counts
+    noise = effects.noise_floor(per_block.get(AA, pd.Series(dtype=float)))
+    measured = set(points.config)
     pub = float(ref[ref.system == "pglogical"].ratio_to_streaming.median())
-    got = ours("pglogical")
-    val = float(got.median()) if len(got) and "streaming" in set(ratios.system) else np.nan
-    rows.append({"claim": "pglogical is close to streaming", "published": round(pub, 3),
-                 "reproduced": round(val, 3) if not np.isnan(val) else np.nan, "unit": "ratio to streaming",
-                 "verdict": "not measurable here (system not run)" if np.isnan(val)
-                 else ("held" if val >= 0.8 else "did not hold"),
-                 "note": "median over client counts of sustainable tps / streaming's; held if >= 0.8"})
+    rows.append(effects.comparison_row(
+        Claim("pglogical is close to streaming", pub, "greater", 0.8), per_block.get("pglogical", []), noise,
+        "per block: geometric mean over client counts of sustainable tps / streaming's; " + analysis.wait_note(
+            waits, "pglogical", baseline), measurable=baseline == "streaming" and "pglogical" in measured,
+        why_not="needs streaming (the baseline) and pglogical"))
+    counts = sorted(int(c) for c in points.clients.dropna().unique())
     for system in ("slony", "londiste"):
         g_pub = _growth(ref, system)
-        g = _growth(ratios, system)
-        r_max = ours(system)
-        if g is None or not len(r_max) or np.isnan(r_max.iloc[-1]):
-            rows.append({"claim": f"{LABELS[system]} is flat beyond a few clients", "published": round(g_pub[0], 3)
-                         if g_pub else np.nan, "reproduced": np.nan, "unit": "tps(max clients) / tps(4 clients)",
-                         "verdict": "not measurable here (needs streaming, 4 or fewer and more clients)", "note": ""})
+        claim = Claim(f"{LABELS[system]} is flat beyond a few clients", g_pub[0] if g_pub else float("nan"),
+                      "less", 1.5)
+        few = [c for c in counts if c <= 4]
+        if system not in measured or not few or counts[-1] <= few[-1]:
+            rows.append(effects.comparison_row(claim, [], noise, measurable=False,
+                                               why_not="needs the system at 4 or fewer and at more clients"))
             continue
-        growth, c_low, c_max = g
-        behind = float(r_max.loc[c_max])
-        flat = growth <= 1.2
-        far_behind = behind <= 0.5
-        verdict = "held" if flat and far_behind else ("partly held" if flat or far_behind else "did not hold")
-        article = ref[ref.system == system].sort_values("clients").ratio_to_streaming.iloc[-1]
-        note = (f"sustainable tps at {c_max} vs {c_low} clients: x{growth:.2f} (flat if <= 1.2); ratio to streaming "
-                f"at {c_max} clients {behind:.2f} (article {article:.2f} at 32; far behind if <= 0.5){shared}")
-        rows.append({"claim": f"{LABELS[system]} is flat beyond a few clients", "published": round(g_pub[0], 3)
-                     if g_pub else np.nan, "reproduced": round(growth, 3), "unit": "tps(max clients) / tps(4 clients)",
-                     "verdict": verdict, "note": note})
-    # Ranking at the largest client count among the article's four systems.
+        c_low, c_max = few[-1], counts[-1]
+        growth = (_per_block_value(points, system, c_max) / _per_block_value(points, system, c_low)).dropna()
+        s_growth = (_per_block_value(points, "streaming", c_max) / _per_block_value(points, "streaming", c_low)
+                    ).dropna()
+        note = (f"per block: its sustainable tps at {c_max} / at {c_low} clients (flat: < 1.5x); streaming's "
+                f"growth {s_growth.median():.2f}x" if len(s_growth) else "") + (f"; {shared}" if shared else "")
+        rows.append(effects.comparison_row(claim, growth.to_numpy(), noise, note))
     four = ["streaming", "pglogical", "slony", "londiste"]
-    top = ratios[ratios.clients == ratios.clients.max()] if len(ratios) else ratios
-    present = [s for s in four if s in set(top.system)]
-    if len(present) == 4:
-        t = top.set_index("system").sustainable_tps
-        held = t["streaming"] >= t["pglogical"] >= max(t["slony"], t["londiste"])
-        order = " > ".join(t[four].sort_values(ascending=False, kind="stable").index)
-        rows.append({"claim": "at the most clients: streaming > pglogical > Slony, Londiste", "published": 1.0,
-                     "reproduced": float(held), "unit": "1 = ordering holds",
-                     "verdict": "held" if held else "did not hold",
-                     "note": f"here at {int(top.clients.max())} clients: {order}; article at 32: streaming > "
-                             "pglogical > londiste > slony"})
+    claim = Claim("at the most clients: streaming > pglogical > Slony, Londiste", 1.0, "greater", 1.0)
+    if set(four) <= measured:
+        c_max = counts[-1]
+        v = {s: _per_block_value(points, s, c_max) for s in four}
+        steps = {"streaming/pglogical": v["streaming"] / v["pglogical"],
+                 "pglogical/max(Slony, Londiste)": v["pglogical"] / pd.concat([v["slony"], v["londiste"]], axis=1
+                                                                               ).max(axis=1)}
+        step_rows = {k: effects.comparison_row(claim, x.dropna().to_numpy(), noise) for k, x in steps.items()}
+        verdicts = {r["verdict"] for r in step_rows.values()}
+        weaker = min(step_rows, key=lambda k: step_rows[k]["reproduced"]
+                     if not pd.isna(step_rows[k]["reproduced"]) else np.inf)
+        row = dict(step_rows[weaker])
+        row["verdict"] = ("did not hold" if "did not hold" in verdicts else
+                          "held" if verdicts == {"held"} else "not resolvable here")
+        row["note"] = f"at {c_max} clients, per block; the weaker step is shown ({weaker}); " + ", ".join(
+            f"{k}: {r['reproduced']:.3g} [{r['ci_low']:.3g}, {r['ci_high']:.3g}]" for k, r in step_rows.items())
+        rows.append(row)
     else:
-        rows.append({"claim": "at the most clients: streaming > pglogical > Slony, Londiste", "published": 1.0,
-                     "reproduced": np.nan, "unit": "1 = ordering holds",
-                     "verdict": "not measurable here (needs all four systems)", "note": ""})
-    return pd.DataFrame(rows)
+        rows.append(effects.comparison_row(claim, [], noise, measurable=False, why_not="needs all four systems"))
+    return effects.comparison_frame(rows)
 
 
 def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Path,
@@ -235,48 +214,58 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     run_dir, derived, figs = Path(run_dir), Path(derived_dir), Path(figures_dir)
     derived.mkdir(parents=True, exist_ok=True)
     manifest = load_manifest(run_dir)
-    points = _run_dirs(run_dir)
-    lag = lag_table(points)
-    tidy, failed = tidy_points(points, lag)
-    if tidy.empty:
+    points, failed = analysis.points_table(run_dir, point_values)
+    if points.empty:
         raise ValueError(f"{run_dir}: no successful measurement to analyze ({len(failed)} failed points)")
-    summary = summarise(tidy, ["system", "clients", "metric", "unit"])
-    ratios = ratios_to_streaming(summary)
-    systems = system_table(manifest, tidy, failed)
+    baseline = manifest.get("plan", {}).get("baseline", "streaming")
+    lag = lag_table(run_dir, points)
+    ratios = effects.block_ratios(points, baseline, by=["group", "clients"], value="sustainable_tps")
+    summary = effects.summarise(ratios, by=["clients", "config"]).rename(columns={"config": "system"})
+    metrics_table = metric_summary(points)
+    systems = system_table(manifest, points, failed)
     params = manifest["parameters"]
     where = params.get("client_host") or params.get("provider_host") or params.get("host", "local")
     cores = manifest.get("hosts", {}).get(where, {}).get("cores")
-    comparison = compare(ratios, Path(reference_dir), cores)
-    metrics = headline(summary, ratios, systems, manifest, len(failed))
-    tidy.to_csv(derived / "points.csv", index=False, float_format="%.6g")
-    summary.to_csv(derived / "summary.csv", index=False, float_format="%.6g")
+    waits = analysis.wait_shares(run_dir, points, node="provider")
+    stalls = analysis.stalls_table(points)
+    comparison = compare(points, ratios, Path(reference_dir), cores, waits, baseline)
+    metrics = headline(metrics_table, summary, systems, manifest, len(failed), comparison)
+    points.to_csv(derived / "points.csv", index=False, float_format="%.6g")
+    metrics_table.to_csv(derived / "summary.csv", index=False, float_format="%.6g")
     ratios.to_csv(derived / "ratios.csv", index=False, float_format="%.6g")
-    lines_table(ratios, "clients", "system", "ratio_to_streaming", list(SYSTEMS)).to_csv(
+    analysis.lines(summary.rename(columns={"system": "config"}), "clients", list(SYSTEMS)).to_csv(
         derived / "ratio_lines.csv", index=False, float_format="%.6g")
     systems.to_csv(derived / "systems.csv", index=False)
     comparison.to_csv(derived / "comparison.csv", index=False, float_format="%.6g")
     failed.to_csv(derived / "failed_points.csv", index=False)
+    waits.to_csv(derived / "waits.csv", index=False, float_format="%.6g")
+    summary.to_csv(derived / "effects.csv", index=False, float_format="%.6g")
     write_json(derived / "metrics.json", metrics)
-    a = Analysis(run_dir, manifest, tidy, summary, ratios, systems, comparison, lag, metrics, failed)
+    a = Analysis(run_dir, manifest, points, summary, ratios, systems, comparison, lag, metrics, failed, waits, stalls,
+                 metrics_table)
     a.figures = draw(a, figs, Path(reference_dir))
     return a
 
 
-def headline(summary: pd.DataFrame, ratios: pd.DataFrame, systems: pd.DataFrame, manifest: dict[str, Any],
-             n_failed: int) -> dict[str, Any]:
+def headline(metrics_table: pd.DataFrame, summary: pd.DataFrame, systems: pd.DataFrame, manifest: dict[str, Any],
+             n_failed: int, comparison: pd.DataFrame) -> dict[str, Any]:
     """The numbers ``dvc metrics show`` lists: per system at the largest client count."""
     out: dict[str, Any] = {"run_id": manifest["run_id"], "profile": manifest["profile"], "failed_points": n_failed,
-                           "measurement_share": manifest.get("measurement_share")}
-    top = int(ratios.clients.max())
-    at = summary[summary.clients == top].set_index(["system", "metric"])["median"]
+                           "measurement_share": manifest.get("measurement_share"),
+                           "blocks": int(manifest.get("parameters", {}).get("blocks", 0))}
+    top = int(metrics_table.clients.max())
+    at = metrics_table[metrics_table.clients == top].set_index(["system", "metric"])["median"]
     out["clients_max"] = top
     for metric in ("sustainable_tps", "provider_tps", "catchup_s"):
         out[f"{metric}_at_clients_max"] = {s: round(float(at[(s, metric)]), 3 if metric == "catchup_s" else 1)
                                            for s in sorted(set(at.index.get_level_values("system")))
                                            if (s, metric) in at.index}
-    r = ratios[ratios.clients == top].set_index("system").ratio_to_streaming.dropna()
+    r = summary[(summary.clients == top) & (summary.system != AA)].set_index("system")["median"].dropna()
     out["ratio_to_streaming_at_clients_max"] = {s: round(float(v), 3) for s, v in sorted(r.items())}
+    aa = summary[summary.system == AA]
+    out["noise_floor"] = round(float(aa.noise_floor.max()), 4) if len(aa) else None
     out["consistency"] = dict(zip(systems.system, systems.consistency, strict=True))
+    out["verdicts"] = {row.claim: row.verdict for _, row in comparison.iterrows()}
     return out
 
 
@@ -286,38 +275,40 @@ def draw(a: Analysis, out: Path, reference_dir: Path) -> dict[str, list[Path]]:
     figures.style()
     made = {"sustainable_tps": fig_sustainable(a, out), "ratio_to_streaming": fig_ratio(a, out, reference_dir),
             "catchup": fig_catchup(a, out), "lag_over_time": fig_lag(a, out),
-            "published_vs_reproduced": fig_comparison(a, out)}
+            "published_vs_reproduced": analysis.fig_comparison(
+                a.comparison, out, "logical_replication: published vs reproduced (see the table for units)")}
+    if len(a.waits):
+        made["waits"] = analysis.fig_waits(a.waits, out, order=[s for s in SYSTEMS if s in set(a.waits.config)],
+                                           title="Where the provider's client backends waited, by system")
     plt.close("all")
     return made
 
 
 def _palette() -> dict[str, Any]:
-    return dict(zip(SYSTEMS, sns.color_palette("colorblind", len(SYSTEMS)), strict=True))
+    pal = dict(zip(SYSTEMS, sns.color_palette("colorblind", len(SYSTEMS)), strict=True))
+    pal[AA] = "grey"
+    return pal
 
 
-def _systems(frame: pd.DataFrame) -> list[str]:
-    return [s for s in SYSTEMS if s in set(frame.system)]
+def _systems(frame: pd.DataFrame, col: str = "system") -> list[str]:
+    return [s for s in SYSTEMS if s in set(frame[col])]
 
 
 def _lines(ax: plt.Axes, a: Analysis, metric: str, dots: bool = True, **kw: Any) -> None:
     pal = _palette()
-    w = a.summary[a.summary.metric == metric]
-    pts = a.tidy[a.tidy.metric == metric]
-    for s in _systems(w):
+    w = a.metric_summary[a.metric_summary.metric == metric]
+    counts = sorted(int(c) for c in a.points.clients.unique())
+    pos = {c: i for i, c in enumerate(counts)}
+    for k, s in enumerate(_systems(w)):
         g = w[w.system == s].sort_values("clients")
-        ax.errorbar(g.clients, g["median"], yerr=[g["median"] - g.ci_low, g.ci_high - g["median"]],
-                    label=LABELS[s], color=pal[s], marker="o", capsize=3, **kw)
+        off = (k - 2) * 0.05
+        ax.errorbar([pos[int(c)] + off for c in g.clients], g["median"],
+                    yerr=[g["median"] - g.ci_low, g.ci_high - g["median"]], label=LABELS[s], color=pal[s],
+                    marker="o", capsize=3, **kw)
         if dots:
-            p = pts[pts.system == s]
-            ax.scatter(p.clients, p.value, color=pal[s], s=10, alpha=0.4)
-
-
-def _clients_axis(ax: plt.Axes, a: Analysis) -> None:
-    """Log-2 axis labelled with the client counts actually measured (1, 2, 4 ... not 2^0, 2^1 ...)."""
-    clients = sorted(set(a.tidy.clients))
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(clients, [str(c) for c in clients])
-    ax.minorticks_off()
+            p = a.points[(a.points.config == s) & (a.points["copy"] == 1)]
+            ax.scatter([pos[int(c)] + off for c in p.clients], p[metric], color=pal[s], s=8, alpha=0.35)
+    ax.set_xticks(range(len(counts)), [str(c) for c in counts])
 
 
 def fig_sustainable(a: Analysis, out: Path) -> list[Path]:
@@ -325,36 +316,31 @@ def fig_sustainable(a: Analysis, out: Path) -> list[Path]:
     _lines(ax1, a, "sustainable_tps")
     _lines(ax2, a, "provider_tps")
     for ax, title in ((ax1, "sustainable: transactions / (run + catch-up)"),
-                      (ax2, "provider's raw tps (pgbench)")):
-        _clients_axis(ax, a)
-        ax.set_xlabel("pgbench clients on the provider (-c)")
+                      (ax2, "provider's tps in the measured window (warm-up cut)")):
+        ax.set_xlabel("pgbench clients on the provider (-c), as measured")
         ax.set_title(title, fontsize=11)
     ax1.set_ylabel("tps")
     ax1.legend(fontsize=8)
-    caption = interval_caption(a.summary[a.summary.metric == "sustainable_tps"],
-                               f"runs of {a.manifest['parameters']['run_seconds']} s")
-    fig.suptitle(f"Write throughput a subscriber can sustain, per replication system ({caption}; dots: runs)")
+    w = a.metric_summary[a.metric_summary.metric == "sustainable_tps"]
+    fig.suptitle(f"Write throughput a subscriber can sustain, per replication system\n(median and "
+                 f"{analysis.caption(w)} of {a.manifest['parameters']['run_seconds']} s; dots: points)", fontsize=11)
     return figures.save(fig, out, "sustainable_tps")
 
 
 def fig_ratio(a: Analysis, out: Path, reference_dir: Path) -> list[Path]:
     ref = reference(reference_dir)
     pal = _palette()
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-    for s in _systems(a.ratios):
-        g = a.ratios[a.ratios.system == s]
-        ax1.plot(g.clients, g.ratio_to_streaming, marker="o", color=pal[s], label=LABELS[s])
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11.5, 4.4), sharey=True)
+    configs = _systems(a.summary) + ([AA] if (a.summary.system == AA).any() else [])
+    analysis.ratio_panel(ax1, a.summary.rename(columns={"system": "config"}), configs, pal)
     for s in _systems(ref):
         g = ref[ref.system == s]
-        ax2.plot(g.clients, g.ratio_to_streaming, marker="s", color=pal[s], label=LABELS[s])
-    for ax, title in ((ax1, "reproduced (this machine)"), (ax2, "published (article 000, 2 x i2.4xlarge)")):
-        ax.set_xscale("log", base=2)
-        ticks = sorted(set(a.ratios.clients) | set(ref.clients))
-        ax.set_xticks(ticks, [str(c) for c in ticks])
-        ax.minorticks_off()
+        ax2.plot(g.clients.astype(str), g.ratio_to_streaming, marker="s", color=pal[s], label=LABELS[s])
+    ax1.set_title("reproduced: per-block ratio, median and 95% interval\n(grey band: A/A noise floor)", fontsize=10)
+    ax2.set_title("published (article 000, 2 x i2.4xlarge)", fontsize=10)
+    for ax in (ax1, ax2):
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.set_xlabel("clients")
-        ax.set_title(title)
     ax1.set_ylabel("sustainable tps / streaming's")
     ax1.legend(fontsize=8)
     fig.suptitle("Each system relative to physical streaming replication")
@@ -362,32 +348,25 @@ def fig_ratio(a: Analysis, out: Path, reference_dir: Path) -> list[Path]:
 
 
 def fig_catchup(a: Analysis, out: Path) -> list[Path]:
-    pal = _palette()
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     _lines(ax, a, "catchup_s")
-    c = a.summary[a.summary.metric == "confirmed_s"]
-    for s in _systems(c):
-        g = c[c.system == s].sort_values("clients")
-        ax.plot(g.clients, g["median"], color=pal[s], ls=":", lw=1)
-    _clients_axis(ax, a)
     ax.set_yscale("symlog", linthresh=0.1)
     ax.set_ylim(bottom=0)
-    ax.set_xlabel("pgbench clients on the provider")
+    ax.set_xlabel("pgbench clients on the provider, as measured")
     ax.set_ylabel("seconds after the run (symlog)")
-    ax.set_title("Catch-up: until a marker committed at the end of the run is applied\n"
-                 "(dotted: until the system's own confirmation — LSN, sl_setsync, PgQ tick)", fontsize=10)
+    ax.set_title("Catch-up: until a marker committed at the end of the run is applied", fontsize=10)
     ax.legend(fontsize=8)
     return figures.save(fig, out, "catchup")
 
 
 def representative_points(a: Analysis) -> dict[str, str]:
     """Per system, at its largest client count, the run whose sustainable tps is closest to the median."""
-    s = a.tidy[a.tidy.metric == "sustainable_tps"]
+    s = a.points[a.points["copy"] == 1]
     chosen = {}
-    for system in _systems(s):
-        g = s[(s.system == system) & (s.clients == s[s.system == system].clients.max())]
-        med = g.value.median()
-        chosen[system] = g.assign(d=(g.value - med).abs()).sort_values(["d", "point"]).point.iloc[0]
+    for system in _systems(s, "config"):
+        g = s[(s.config == system) & (s.clients == s[s.config == system].clients.max())]
+        med = g.sustainable_tps.median()
+        chosen[system] = g.assign(d=(g.sustainable_tps - med).abs()).sort_values(["d", "point"]).point.iloc[0]
     return chosen
 
 
@@ -414,19 +393,3 @@ def fig_lag(a: Analysis, out: Path) -> list[Path]:
     axes[-1, 0].set_xlabel("seconds since the run started (dashed: run ended)")
     fig.suptitle("Replication lag during one representative run per system (largest client count)", fontsize=11)
     return figures.save(fig, out, "lag_over_time")
-
-
-def fig_comparison(a: Analysis, out: Path) -> list[Path]:
-    c = a.comparison.dropna(subset=["reproduced"]).copy()
-    long = c.melt(id_vars=["claim", "verdict"], value_vars=["published", "reproduced"], var_name="source",
-                  value_name="value")
-    fig, ax = plt.subplots(figsize=(8, 0.9 + 0.7 * max(1, len(c))))
-    if len(c):
-        sns.barplot(data=long, y="claim", x="value", hue="source", ax=ax, orient="h")
-        for i, (_, row) in enumerate(c.iterrows()):
-            ax.text(1.02, i, row.verdict, transform=ax.get_yaxis_transform(), va="center", fontsize=8)
-    ax.axvline(1.0, color="grey", lw=0.8)
-    ax.set_ylabel("")
-    ax.set_xlabel("value (unit per claim: see the comparison table)")
-    ax.set_title("Published vs reproduced (verdict at right)")
-    return figures.save(fig, out, "published_vs_reproduced")

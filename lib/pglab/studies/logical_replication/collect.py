@@ -1,11 +1,12 @@
-"""Collect: per replication system, one provider/subscriber pair reused across its points.
+"""Collect: blocks of every replication system at one client count; each system's pair kept across blocks.
 
-A point is (system, clients, repetition): reset the data, ``pgbench -T`` on the provider while the
+A point is (block, clients, system): reset the data, ``pgbench -T`` on the provider while the
 lag is sampled, then the wait until the subscriber has applied everything (catch-up), then a count
 and checksum of every table on both sides. Raw output is written before anything is parsed.
 
-Systems run one after another (a block each, in a seeded order): running them side by side would
-let one system's daemons and apply work slow another's measurement on a shared machine. A point
+Every system's provider/subscriber pair is set up before the first block and kept (``pglab.sweep``
+runs the blocks, each system once and streaming twice, A/A, in a seeded order): only the measured
+system has a workload, the others' daemons idle (recorded in the manifest's plan). A point
 whose subscriber does not catch up, or whose tables differ, is kept with its status and the pair is
 rebuilt for the next point; a system that cannot be set up or is not installed is recorded with its
 reason and the sweep goes on.
@@ -13,24 +14,21 @@ reason and the sweep goes on.
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
-from pglab import preflight, topology
+from pglab import preflight, sweep, topology, waits
 from pglab.cleanup import Session, session
 from pglab.errors import ProcessError
 from pglab.hosts import Host
 from pglab.inventory import Inventory
 from pglab.node import Node
 from pglab.params import validate
-from pglab.progress import Progress
-from pglab.progress import bar as progress_bar
 from pglab.replication.base import System, add_history_key
 from pglab.replication.builtin import BuiltinLogical
 from pglab.replication.londiste import Londiste
@@ -38,9 +36,11 @@ from pglab.replication.measure import run_and_catch_up
 from pglab.replication.pglogical import Pglogical
 from pglab.replication.slony import Slony
 from pglab.replication.streaming import Streaming
+from pglab.resume import resumable
 from pglab.store import Point, RunStore, archive_dir
 from pglab.studies.logical_replication import STUDY
 from pglab.studies.logical_replication.params import Params
+from pglab.sweep import Group, Planned, plan_blocks, plan_record
 from pglab.topology import Client
 from pglab.workloads import cpu, pgbench
 
@@ -53,28 +53,15 @@ POINT_ERRORS = (ProcessError, psycopg.Error)
 RunHook = Callable[[System, "Planned"], None]
 
 
-@dataclass(frozen=True)
-class Planned:
-    system: str
-    clients: int
-    rep: int
+def plan(p: Params, systems: list[str]) -> list[Planned]:
+    """Blocks of every system (the baseline twice) at one client count, in a seeded order (``pglab.sweep``).
 
-    @property
-    def id(self) -> str:
-        return f"{self.system}-c{self.clients:03d}-r{self.rep}"
-
-
-def plan(p: Params, systems: list[str]) -> list[tuple[str, list[Planned]]]:
-    """Systems in a seeded order, each with its points in a seeded order (drift does not follow a factor)."""
-    rng = random.Random(p.seed)
-    order = list(systems)
-    rng.shuffle(order)
-    blocks = []
-    for name in order:
-        points = [Planned(name, c, rep) for rep in range(1, p.repetitions + 1) for c in p.clients]
-        rng.shuffle(points)
-        blocks.append((name, points))
-    return blocks
+    Each system's provider/subscriber pair is set up once and kept across blocks (setting up Londiste or
+    Slony takes 10-20 s); the manifest's plan says so.
+    """
+    groups = [Group(f"c{c:03d}", {"kind": "run", "clients": c}) for c in p.clients]
+    baseline = p.baseline if p.baseline in systems else systems[0]
+    return plan_blocks(systems, baseline, groups, p.blocks, p.seed)
 
 
 def check(p: Params, inventory: Inventory) -> dict[str, str]:
@@ -102,12 +89,19 @@ def check(p: Params, inventory: Inventory) -> dict[str, str]:
 
 
 def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: str = "custom",
-            inventory: Inventory | None = None, progress: bool = True, on_run: RunHook | None = None) -> Path:
-    """Run the study; returns the raw run folder (``data_root``/runs/logical_replication/<run-id>)."""
+            inventory: Inventory | None = None, progress: bool = True, on_run: RunHook | None = None,
+            resume: Path | None = None) -> Path:
+    """Run the study (or resume the run folder ``resume``); returns the raw run folder."""
     p = params if isinstance(params, Params) else validate(Params, params, f"{STUDY} parameters")
     inventory = inventory or Inventory()
     skipped = check(p, inventory)
-    store = RunStore(archive_dir(data_root, STUDY), STUDY, profile, p.model_dump())
+    systems = [name for name in p.systems if name not in skipped]
+    points = plan(p, systems)
+    record = plan_record(points, p.seed, points[0].config if p.baseline not in systems else p.baseline, p.blocks,
+                         kept_across_blocks=[f"{name} provider/subscriber pair" for name in systems])
+    store = (resumable(resume, p.model_dump(), record, inventory) if resume else
+             RunStore(archive_dir(data_root, STUDY), STUDY, profile, p.model_dump()))
+    store.manifest["plan"] = record
     started = time.monotonic()
     clock = {"measure_s": 0.0, "setup_s": 0.0, "reset_s": 0.0, "verify_s": 0.0}
     store.manifest["systems"] = {name: {"status": "skipped", "reason": why} for name, why in skipped.items()}
@@ -120,16 +114,80 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
             "provider_host": p.provider_host, "subscriber_host": p.subscriber_host,
             "client": client.describe() if client else {"host": p.provider_host, "address": "socket"},
             **s.deploy.where()}
-        blocks = plan(p, [name for name in p.systems if name not in skipped])
-        store.manifest["points"]["total"] = sum(len(points) for _, points in blocks)
         store.save()
-        with progress_bar(store.manifest["points"]["total"], STUDY, unit="point", disable=not progress) as bar:
-            for name, points in blocks:
-                _system_block(s, store, p, name, points, bar, clock, on_run, client)
+        pairs = Pairs(s, store, p, clock)
+        sampler = waits.WaitSampler(p.wait_sample_ms / 1000) if p.wait_sample_ms else None
+        try:
+            for name in systems:  # every pair before the first block: blocks then compare like with like
+                pairs.get(name)
+            hosts = [s.host(h) for h in p.hosts]
+
+            def measure(planned: Planned, point: Point) -> str | None:
+                pair = pairs.get(planned.config)
+                if pair is None:
+                    why = store.manifest["systems"][planned.config]["reason"]
+                    return f"{planned.config} could not be set up: {why}"
+                point.meta.update(system=planned.config, run_seconds=p.run_seconds, generation=pair.generation)
+                with cpu.during(hosts, point), waits.recording(sampler, point, {"provider": pair.provider,
+                                                                                 "subscriber": pair.subscriber}):
+                    healthy = _measure(pair, point, planned, p, clock, on_run, client)
+                if not healthy:
+                    pairs.broken(planned.config)
+                return point.meta.get("error") if point.meta.get("status") not in ("ok", "running") else None
+
+            sweep.run(store, points, measure, desc=STUDY, progress=progress, errors=POINT_ERRORS)
+        finally:
+            if sampler is not None:
+                sampler.close()  # its connections first: the pairs' servers stop next
+            pairs.close_all()
         wall = time.monotonic() - started
         store.manifest["time_s"] = {k: round(v, 1) for k, v in {**clock, "wall_s": wall}.items()}
         store.manifest["measurement_share"] = round(clock["measure_s"] / wall, 3)
     return store.dir
+
+
+class Pairs:
+    """Every system's pair, set up once and kept across blocks; rebuilt after a point broke it."""
+
+    def __init__(self, s: Session, store: RunStore, p: Params, clock: dict[str, float]):
+        self.s, self.store, self.p, self.clock = s, store, p, clock
+        self.pairs: dict[str, Pair | None] = {}
+
+    def get(self, name: str) -> Pair | None:
+        """The system's pair, set up if it has none; None once its setup failed (the reason is recorded)."""
+        info = self.store.manifest["systems"].setdefault(
+            name, {"status": "measured", "options": self.p.options(name), "generations": 0})
+        if info.get("status") == "setup failed":
+            return None
+        if self.pairs.get(name) is None:
+            info["generations"] += 1
+            pair = Pair(self.s, self.store, self.p, name, info["generations"])
+            t0 = time.monotonic()
+            try:
+                pair.setup()
+            except POINT_ERRORS as exc:
+                pair.close(keep_data=True)
+                info.update(status="setup failed", reason=_describe(exc))
+                self.store.save()
+                return None
+            finally:
+                self.clock["setup_s"] += time.monotonic() - t0
+            self.pairs[name] = pair
+            self.store.save()
+        return self.pairs[name]
+
+    def broken(self, name: str) -> None:
+        """The last point left the pair untrustworthy: close it (data kept as evidence); the next point rebuilds."""
+        pair = self.pairs.pop(name, None)
+        if pair is not None:
+            pair.close(keep_data=True)
+
+    def close_all(self) -> None:
+        for name in list(self.pairs):
+            pair = self.pairs.pop(name)
+            if pair is not None:
+                pair.close(keep_data=False)
+        self.store.save()
 
 
 def _tools(host: Host, bindir: str, systems: list[str]) -> dict[str, str]:
@@ -163,7 +221,7 @@ class Pair:
         self.nodes = [provider, subscriber]
         for node in self.nodes:
             node.query(f"create database {DB}")
-        point = self.store.point(f"setup-{self.name}{suffix}", kind="setup", system=self.name,
+        point = self.store.point(f"setup-{self.name}{suffix}", unique=True, kind="setup", system=self.name,
                                  generation=self.generation)
         t0 = time.monotonic()
         try:
@@ -242,57 +300,6 @@ class Pair:
             self.store.save()
 
 
-def _system_block(s: Session, store: RunStore, p: Params, name: str, points: list[Planned], bar: Progress,
-                  clock: dict[str, float], on_run: RunHook | None, client: Client | None) -> None:
-    info: dict[str, Any] = {"status": "measured", "options": p.options(name), "generations": 0}
-    store.manifest["systems"][name] = info
-    pair: Pair | None = None
-    remaining = list(points)
-    interrupted = True
-    try:
-        while remaining:
-            if pair is None:
-                pair = Pair(s, store, p, name, info["generations"] + 1)
-                info["generations"] += 1
-                t0 = time.monotonic()
-                try:
-                    pair.setup()
-                except POINT_ERRORS as exc:
-                    clock["setup_s"] += time.monotonic() - t0
-                    pair.close(keep_data=True)
-                    pair = None
-                    info.update(status="setup failed", reason=_describe(exc))
-                    for planned in remaining:  # recorded, so that the notebook shows what is missing
-                        pt = store.point(planned.id, kind="run", system=name, clients=planned.clients,
-                                         rep=planned.rep, run_seconds=p.run_seconds)
-                        pt.finish("failed", f"{name} could not be set up: {_describe(exc)}")
-                        _count(store, "failed", bar, planned.id)
-                    return
-                clock["setup_s"] += time.monotonic() - t0
-                store.save()
-            planned = remaining.pop(0)
-            bar.set_postfix_str(planned.id)
-            point = store.point(planned.id, kind="run", system=name, clients=planned.clients, rep=planned.rep,
-                                run_seconds=p.run_seconds, generation=pair.generation)
-            healthy = _measure(pair, point, planned, p, clock, on_run, client)
-            _count(store, point.meta["status"], bar, planned.id)
-            if not healthy:
-                pair.close(keep_data=True)
-                pair = None
-        interrupted = False
-    finally:
-        if pair is not None:
-            pair.close(keep_data=interrupted)
-        store.save()
-
-
-def _count(store: RunStore, status: str, bar: Progress, point_id: str) -> None:
-    counts = store.manifest["points"]
-    counts[status] = counts.get(status, 0) + 1
-    store.save()
-    bar.done(point_id, status)
-
-
 def _measure(pair: Pair, point: Point, planned: Planned, p: Params, clock: dict[str, float],
              on_run: RunHook | None, client: Client | None = None) -> bool:
     """One point; returns False when the pair cannot be trusted for the next point (rebuild it)."""
@@ -304,8 +311,9 @@ def _measure(pair: Pair, point: Point, planned: Planned, p: Params, clock: dict[
         point.meta["reset_catchup_s"] = round(pair.reset(), 4)
         clock["reset_s"] += time.monotonic() - t0
         point.write_json("settings.json", pair.settings())
-        jobs = p.jobs or min(planned.clients, pair.cores)
-        argv = pgbench.pgbench_argv(client or provider, DB, clients=planned.clients, jobs=jobs,
+        clients = int(planned.group.factors["clients"])
+        jobs = p.jobs or min(clients, pair.cores)
+        argv = pgbench.pgbench_argv(client or provider, DB, clients=clients, jobs=jobs,
                                     duration_s=p.run_seconds, no_vacuum=True, progress_s=1)
 
         def start() -> Any:
@@ -315,13 +323,11 @@ def _measure(pair: Pair, point: Point, planned: Planned, p: Params, clock: dict[
                 on_run(system, planned)
             return proc
 
-        cpu_before = cpu.sample(provider.host)
         proc, timing = run_and_catch_up(
             system, start, lag_csv=point.dir / "lag.csv" if p.lag_interval_s else None,
             lag_interval_s=p.lag_interval_s, poll_s=p.catchup_poll_s,
             run_timeout_s=p.run_seconds + p.client_timeout_s, catchup_timeout_s=p.catchup_timeout_s,
             token=f"pglab {point.id}")
-        point.meta["cpu"] = cpu.shares(cpu_before, cpu.sample(provider.host))  # run and catch-up
         clock["measure_s"] += timing.run_s + max(timing.catchup_s or 0.0, timing.confirmed_s or 0.0)
         try:
             result = pgbench.collect(proc, point, "", timeout=30)

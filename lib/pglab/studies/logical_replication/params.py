@@ -41,7 +41,10 @@ class Params(BaseModel):
     systems: list[SystemName] = Field(min_length=1)  # replication systems to compare (in this order per block)
     clients: list[PositiveInt] = Field(min_length=1)  # pgbench -c sweep on the provider
     run_seconds: PositiveInt  # pgbench -T per point (the article's example: 30 min)
-    repetitions: PositiveInt = 3  # runs of every (system, clients) point, in randomised order
+    blocks: PositiveInt = 6  # repetitions of every system at every client count (>= 6: a 95% interval)
+    baseline: SystemName = "streaming"  # run twice per block (A/A); the others are divided by it
+    warmup_s: float = Field(1.0, ge=0)  # cut from the provider's -P 1 progress (provider tps only)
+    wait_sample_ms: int = Field(100, ge=0)  # pg_stat_activity wait-event sampling period; 0 = off
     scale: PositiveInt = 1  # pgbench -i -s (the article: 5000)
     jobs: PositiveInt | None = None  # pgbench -j; default min(clients, host cores)
     catchup_timeout_s: PositiveFloat = 300  # a subscriber not caught up by then fails the point

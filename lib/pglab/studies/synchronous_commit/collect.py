@@ -1,4 +1,4 @@
-"""Collect: primary + one synchronous standby, pgbench per level x clients x repetition.
+"""Collect: primary + one synchronous standby; blocks of every level at each client count (``pglab.sweep``).
 
 Primary, standby and clients may be on any inventory hosts (``primary_host``, ``standby_host``,
 ``client_host``); the topology comes from ``pglab.topology``.
@@ -8,51 +8,34 @@ Every point's raw output is written before anything is parsed; analysis lives in
 
 from __future__ import annotations
 
-import random
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pglab import preflight, topology
+from pglab import preflight, sweep, topology, waits
 from pglab.cleanup import Session, session
 from pglab.errors import ProcessError
 from pglab.inventory import Inventory
 from pglab.node import Node
 from pglab.params import validate
-from pglab.progress import bar as progress_bar
+from pglab.resume import resumable
 from pglab.store import Point, RunStore, archive_dir
 from pglab.studies.synchronous_commit import STUDY
 from pglab.studies.synchronous_commit.params import Params
-from pglab.workloads import pgbench
+from pglab.sweep import Group, Planned, plan_blocks, plan_record
+from pglab.workloads import cpu, pgbench
 
 DB = "bench"
 
 
-@dataclass(frozen=True)
-class Planned:
-    """One point of the sweep; ``kind`` is "write" (primary tps) or "read" (standby tps)."""
-
-    kind: str
-    level: str
-    rep: int
-    clients: int = 0
-    primary_load: str = ""
-
-    @property
-    def id(self) -> str:
-        if self.kind == "write":
-            return f"write-{self.level}-c{self.clients:03d}-r{self.rep}"
-        return f"read-{self.primary_load}-{self.level}-r{self.rep}"
-
-
 def plan(p: Params) -> list[Planned]:
-    """All points in a seeded random order, so that drift does not line up with one factor."""
-    points = [Planned("write", lvl, rep, clients=c)
-              for rep in range(1, p.repetitions + 1) for lvl in p.levels for c in p.clients]
-    points += [Planned("read", lvl, rep, primary_load=load)
-               for rep in range(1, p.standby_read_runs + 1) for lvl in p.levels for load in ("idle", "loaded")]
-    random.Random(p.seed).shuffle(points)
+    """Write blocks (every level at one client count, ``on`` twice), then standby-read blocks (idle
+    twice, loaded), each in a seeded random order (``pglab.sweep``)."""
+    groups = [Group(f"c{c:03d}", {"kind": "write", "clients": c}) for c in p.clients]
+    points = plan_blocks(p.levels, p.baseline, groups, p.blocks, p.seed, prefix="write")
+    if p.standby_read_blocks:
+        reads = Group("reads", {"kind": "read", "level": p.standby_read_level, "clients": 1})
+        points += plan_blocks(["idle", "loaded"], "idle", [reads], p.standby_read_blocks, p.seed + 1, prefix="read")
     return points
 
 
@@ -63,45 +46,38 @@ def check(p: Params, inventory: Inventory) -> None:
         h.close()
     max_conn = int(p.server_settings.get("max_connections", p.max_connections()))
     # +2: the standby's walsender and our own control session
-    problems += preflight.connection_problems(max_conn, max(max(p.clients), p.loaded_clients) + 2)
+    # +3: the standby's walsender, our control session and the wait-event sampler
+    problems += preflight.connection_problems(max_conn, max(max(p.clients), p.loaded_clients) + 3)
     preflight.require(problems)
 
 
 def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: str = "custom",
-            inventory: Inventory | None = None, progress: bool = True) -> Path:
-    """Run the study; returns the raw run folder (``data_root``/runs/synchronous_commit/<run-id>)."""
+            inventory: Inventory | None = None, progress: bool = True, resume: Path | None = None) -> Path:
+    """Run the study (or resume the run folder ``resume``); returns the raw run folder."""
     p = params if isinstance(params, Params) else validate(Params, params, f"{STUDY} parameters")
     inventory = inventory or Inventory()
     check(p, inventory)
-    store = RunStore(archive_dir(data_root, STUDY), STUDY, profile, p.model_dump())
+    points = plan(p)
+    record = plan_record(points, p.seed, p.baseline, p.blocks)
+    store = (resumable(resume, p.model_dump(), record, inventory) if resume else
+             RunStore(archive_dir(data_root, STUDY), STUDY, profile, p.model_dump()))
+    store.manifest["plan"] = record
     started = time.monotonic()
-    measured = 0.0
     with session(inventory, store, tls=p.tls) as s:
         primary, standby = _topology(s, p, store)
         clients = _clients(s, p, primary, standby)
         cores = int(store.manifest["hosts"][clients[primary.name].host.name].get("cores", 2))
         _initialise(primary, store, p)
-        points = plan(p)
-        store.manifest["points"]["total"] = len(points)
-        with progress_bar(points, STUDY, unit="point", disable=not progress) as bar:
-            for planned in bar:
-                bar.set_postfix_str(planned.id)
-                point = store.point(planned.id, kind=planned.kind, level=planned.level, rep=planned.rep,
-                                    clients=planned.clients or None, primary_load=planned.primary_load or None)
-                t0 = time.monotonic()
-                try:
-                    ok = _measure(s, planned, point, primary, standby, p, cores, clients)
-                    point.finish("ok" if ok else "failed", None if ok else "pgbench exited non-zero")
-                except Exception as exc:  # noqa: BLE001  (a host that vanished raises SSH and socket errors
-                    # too, not only ProcessError: the point fails with what happened, the sweep goes on;
-                    # Ctrl-C and SIGTERM are BaseExceptions and still end the run)
-                    point.finish("failed", f"{type(exc).__name__}: {exc}"[:2000])
-                measured += time.monotonic() - t0
-                status = point.meta["status"]
-                store.manifest["points"]["ok" if status == "ok" else "failed"] += 1
-                store.save()
-                bar.done(planned.id, status)
-        store.manifest["measurement_share"] = round(measured / (time.monotonic() - started), 3)
+        hosts = [s.host(h) for h in p.hosts]
+        nodes = {"primary": primary, "standby": standby}
+        with waits.sampler(p.wait_sample_ms) as sampler:
+
+            def measure(pl: Planned, point: Point) -> str | None:
+                with cpu.during(hosts, point), waits.recording(sampler, point, nodes):
+                    return _measure(s, pl, point, primary, standby, p, cores, clients)
+
+            sweep.run(store, points, measure, desc=STUDY, progress=progress)
+        store.manifest.setdefault("wall_s", []).append(round(time.monotonic() - started, 1))
     return store.dir
 
 
@@ -131,14 +107,14 @@ def _clients(s: Session, p: Params, *nodes: Node) -> dict[str, topology.Client]:
 
 
 def _initialise(primary: Node, store: RunStore, p: Params) -> None:
-    point = store.point("init", kind="init")
+    point = store.point("init", unique=True, kind="init")
     res = pgbench.initialise(primary, point, DB, p.scale)  # on the primary's host: not measured
     if res.exit_code != 0:
         point.finish("failed", "pgbench -i failed")
         raise ProcessError(primary.host.name, res.command, res.exit_code, res.stdout, res.stderr)
     point.finish("ok")
     if p.fsync_test_seconds:
-        point = store.point("fsync", kind="fsync")
+        point = store.point("fsync", unique=True, kind="fsync")
         target = f"{primary.ws.base}/fsync-test.tmp"
         res = primary.host.run([primary.bin("pg_test_fsync"), "-s", str(p.fsync_test_seconds), "-f", target],
                                as_user=primary.user, timeout=60 + 20 * p.fsync_test_seconds, check=False)
@@ -164,31 +140,42 @@ def set_level(primary: Node, level: str, standby_name: str, timeout: float = 10)
 
 
 def _measure(s: Session, pl: Planned, point: Point, primary: Node, standby: Node, p: Params, cores: int,
-             clients: dict[str, topology.Client]) -> bool:
-    point.meta.update(set_level(primary, pl.level, p.standby_name))
+             clients: dict[str, topology.Client]) -> str | None:
+    """One point; None when it measured, else why not."""
+    kind = pl.group.factors["kind"]
+    level = pl.config if kind == "write" else p.standby_read_level
+    point.meta.update(set_level(primary, level, p.standby_name), level=level, warmup_s=p.warmup_s)
     point.write_json("settings.json", {"primary": primary.snapshot_settings(DB),
                                        "standby": standby.snapshot_settings(DB)})
-    timeout = p.client_timeout_s
+    timeout = p.seconds + p.client_timeout_s
     cp, cs = clients[primary.name], clients[standby.name]
-    if pl.kind == "write":
-        argv = pgbench.pgbench_argv(cp, DB, clients=pl.clients, jobs=p.jobs or min(pl.clients, cores),
-                                    transactions=p.transactions_per_client)
-        return pgbench.run(primary, point, argv, timeout=timeout, client=cp).exit_code == 0
-    read = pgbench.pgbench_argv(cs, DB, clients=1, jobs=1, duration_s=p.standby_read_seconds,
-                                select_only=True, no_vacuum=True)
-    if pl.primary_load == "idle":
+    if kind == "write":
+        c = int(pl.group.factors["clients"])
+        log, remote = pgbench.txlog_args(point, primary, cp) if p.transaction_log else ([], "")
+        argv = pgbench.pgbench_argv(cp, DB, clients=c, jobs=p.jobs or min(c, cores), duration_s=p.seconds,
+                                    progress_s=1, extra=log)
+        code = pgbench.run(primary, point, argv, timeout=timeout, client=cp).exit_code
+        if remote:
+            point.meta["txlogs"] = pgbench.fetch_txlogs(point, primary, remote, cp)
+        return None if code == 0 else f"pgbench exited {code}"
+    read = pgbench.pgbench_argv(cs, DB, clients=1, jobs=1, duration_s=p.standby_read_seconds, select_only=True,
+                                no_vacuum=True, progress_s=1)
+    if pl.config == "idle":
         primary.wait_for_replay(standby)
-        return pgbench.run(standby, point, read, timeout=timeout, client=cs).exit_code == 0
+        code = pgbench.run(standby, point, read, timeout=timeout, client=cs).exit_code
+        return None if code == 0 else f"pgbench exited {code}"
     # Loaded: the primary's write load runs across the whole read window, measured per node.
     write = pgbench.pgbench_argv(cp, DB, clients=p.loaded_clients, jobs=min(p.loaded_clients, cores),
-                                 duration_s=p.standby_read_seconds + 2, no_vacuum=True)
+                                 duration_s=p.standby_read_seconds + 2, no_vacuum=True, progress_s=1)
     bg = s.track_background(pgbench.start(primary, point, write, prefix="primary_", client=cp))  # listed at once
     try:
         time.sleep(1.0)
-        reads_ok = pgbench.run(standby, point, read, timeout=timeout, client=cs).exit_code == 0
-        writes_ok = pgbench.collect(bg, point, "primary_", timeout=timeout).exit_code == 0
+        reads = pgbench.run(standby, point, read, timeout=timeout, client=cs).exit_code
+        writes = pgbench.collect(bg, point, "primary_", timeout=timeout).exit_code
     finally:
         if bg.exit_code is None:
             bg.stop()
         s.untrack_background(bg)
-    return reads_ok and writes_ok
+    if reads or writes:
+        return f"pgbench exited {reads} (standby reads), {writes} (primary writes)"
+    return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
 from pglab.params import not_reserved, unique_items
 
@@ -19,13 +19,18 @@ class Params(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     levels: list[Level] = Field(min_length=1)  # synchronous_commit levels to compare
-    clients: list[PositiveInt] = Field(min_length=1)  # pgbench -c sweep for the write benchmark
-    transactions_per_client: PositiveInt  # pgbench -t (the article: 1000)
-    repetitions: PositiveInt = 3  # runs of every (level, clients) point, in randomised order
+    baseline: Level = "on"  # every block runs it twice (A/A); the other levels are divided by it
+    clients: list[PositiveInt] = Field(min_length=1)  # pgbench -c: one group of blocks per count
+    seconds: PositiveInt = 3  # pgbench -T per point (with -P 1)
+    warmup_s: float = Field(1.0, ge=0)  # cut from the start of every point's -P 1 progress
+    blocks: PositiveInt = 6  # repetitions of every level at every client count (>= 6: a 95% interval)
     scale: PositiveInt = 1  # pgbench -i -s
     jobs: PositiveInt | None = None  # pgbench -j; default min(clients, host cores)
-    standby_read_runs: int = Field(5, ge=0)  # pgbench -S runs on the standby per level and load; 0 = skip
-    standby_read_seconds: PositiveInt = 5  # length of one standby read run
+    transaction_log: bool = True  # pgbench -l: latency percentiles merged over clients and blocks
+    wait_sample_ms: int = Field(100, ge=0)  # pg_stat_activity wait-event sampling period; 0 = off
+    standby_read_blocks: int = Field(6, ge=0)  # blocks of standby reads (idle, idle again, loaded); 0 = skip
+    standby_read_level: Level = "on"  # synchronous_commit on the primary during the standby reads
+    standby_read_seconds: PositiveInt = 3  # pgbench -S -T on the standby per point
     loaded_clients: PositiveInt = 10  # primary write clients while the standby is read "loaded"
     fsync_test_seconds: int = Field(2, ge=0)  # pg_test_fsync -s per method; 0 = skip
     primary_host: str = "local"  # inventory host of the primary
@@ -37,13 +42,22 @@ class Params(BaseModel):
     client_timeout_s: PositiveInt = 600  # any pgbench run longer than this is killed and marked failed
     seed: int = 1  # order of the points
 
-    @field_validator("levels", mode="before")
+    @field_validator("levels", "baseline", "standby_read_level", mode="before")
     @classmethod
     def _yaml_booleans(cls, v: object) -> object:
         """YAML 1.1 reads on/off as booleans; PostgreSQL means the same by them."""
         if isinstance(v, list):
             return [("on" if x else "off") if isinstance(x, bool) else x for x in v]
-        return v
+        return ("on" if v else "off") if isinstance(v, bool) else v
+
+    @model_validator(mode="after")
+    def _baseline_measured(self) -> Params:
+        if self.baseline not in self.levels:
+            raise ValueError(f"baseline {self.baseline!r} must be one of levels {self.levels}")
+        if self.warmup_s >= self.seconds or self.warmup_s >= self.standby_read_seconds:
+            raise ValueError(f"warmup_s={self.warmup_s:g} leaves no measured window in seconds={self.seconds} "
+                             f"or standby_read_seconds={self.standby_read_seconds}")
+        return self
 
     @field_validator("levels", "clients")
     @classmethod

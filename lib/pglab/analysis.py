@@ -1,0 +1,258 @@
+"""What every study's analysis shares: the per-point table, per-block effects, waits, latency, figures.
+
+A study's ``analyze`` reads its run folder with :func:`points_table` (one row per measured point, with
+the measured-window tps cut from ``-P 1`` progress, stalls, CPU steal and load), divides within blocks
+(``pglab.effects``), and draws with the figure helpers here, so that every study shows intervals over
+blocks and the noise floor the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from pglab import effects, figures, waits
+from pglab.effects import AA
+from pglab.parsers.pgbench import parse_summary
+from pglab.stats import median_interval
+from pglab.store import read_optional
+from pglab.window import measured_window
+
+POINT_COLUMNS = ["point", "kind", "block", "group", "config", "copy", "clients", "tps", "tps_summary",
+                 "latency_avg_ms", "window_s", "stalls", "stall_times", "steal", "steal_flag", "load1"]
+PointValues = Callable[[Path, dict[str, Any]], dict[str, Any]]
+
+
+def pgbench_window(d: Path, meta: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """tps in the measured window (warm-up cut), the summary's tps, stalls: a time-based pgbench point."""
+    out, err = read_optional(d, f"{prefix}stdout.txt"), read_optional(d, f"{prefix}stderr.txt")
+    w = measured_window(err + "\n" + out, float(meta.get("warmup_s", 1.0)))
+    s = parse_summary(out, err)
+    return {"tps": w["tps"] if w["tps"] is not None else s.get("tps"), "tps_summary": s.get("tps"),
+            "latency_avg_ms": w.get("latency_avg_ms"), "window_s": w["window_s"], "stalls": len(w["stalls"]),
+            "stall_times": " ".join(f"{t:g}" for t in w["stalls"])}
+
+
+def measured_dirs(run_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """The folders of planned points (they carry a block), sorted by id; set-aside attempts excluded."""
+    out = []
+    for d in sorted(p for p in Path(run_dir).iterdir() if (p / "meta.json").exists()):
+        meta = json.loads((d / "meta.json").read_text())
+        if "block" in meta:
+            out.append((d, meta))
+    return out
+
+
+def points_table(run_dir: Path, values: PointValues = pgbench_window,
+                 nodes: dict[str, str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One row per measured point that succeeded (``POINT_COLUMNS`` plus what ``values`` adds); and the failed."""
+    rows, failed = [], []
+    for d, meta in measured_dirs(run_dir):
+        base = {k: meta.get(k) for k in ("point", "kind", "block", "group", "config", "copy", "clients")}
+        if meta.get("status") != "ok":
+            failed.append({**base, "status": meta.get("status"), "error": meta.get("error", "")})
+            continue
+        load = meta.get("load1") or {}
+        row = {**base, "steal": meta.get("steal"), "steal_flag": bool(meta.get("steal_flag", False)),
+               "load1": max((v for v in load.values() if v is not None), default=None)}
+        row.update(values(d, meta))
+        if nodes:
+            row["node"] = nodes.get(str(meta.get("kind")), "")
+        rows.append(row)
+    extra = sorted({k for r in rows for k in r} - set(POINT_COLUMNS) - {"node"})
+    cols = POINT_COLUMNS + (["node"] if nodes else []) + extra
+    points = pd.DataFrame(rows, columns=cols).sort_values("point", kind="stable").reset_index(drop=True)
+    for col in ("block", "copy", "clients", "stalls"):
+        points[col] = pd.to_numeric(points[col]).astype("Int64")
+    failed_df = pd.DataFrame(failed, columns=["point", "kind", "block", "group", "config", "copy", "clients",
+                                              "status", "error"])
+    return points, failed_df
+
+
+def per_block(ratios: pd.DataFrame) -> pd.DataFrame:
+    """block x configuration: the geometric mean over groups (client counts) of the within-block ratio.
+
+    One number per block is the honest unit of replication for a claim made "over all client counts".
+    """
+    if ratios.empty:
+        return pd.DataFrame()
+    logs = ratios.assign(log=np.log(ratios.ratio)).groupby(["block", "config"]).log.mean()
+    return np.exp(logs).unstack("config")
+
+
+def tps_summary(points: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """Absolute tps per group: median and interval over the points (first baseline copy only)."""
+    rows = []
+    for key, g in points[points["copy"] == 1].groupby(list(by), sort=True):
+        med, lo, hi, method = median_interval(g.tps.dropna().to_numpy())
+        rows.append({**dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True)), "tps_median": med,
+                     "tps_low": lo, "tps_high": hi, "tps_method": method, "tps_n": int(g.tps.notna().sum())})
+    return pd.DataFrame(rows, columns=[*by, "tps_median", "tps_low", "tps_high", "tps_method", "tps_n"])
+
+
+def lines(summary: pd.DataFrame, x: str, order: list[str]) -> pd.DataFrame:
+    """One column per configuration of the median ratio against ``x``: what `dvc plots` draws."""
+    s = summary[summary.config != AA].dropna(subset=["median"])
+    wide = s.pivot(index=x, columns="config", values="median").reindex(columns=order)
+    wide.columns.name = None
+    return wide.reset_index()
+
+
+def caption(summary: pd.DataFrame) -> str:
+    """What the error bars are: "95% order-statistic interval of 6 points" or the method used."""
+    if summary.empty:
+        return "no measurement"
+    methods = sorted(set(summary.ci_method))
+    lo, hi = int(summary.n.min()), int(summary.n.max())
+    n = f"{lo}" if lo == hi else f"{lo}-{hi}"
+    return f"95% {'/'.join(methods)} interval of {n} points"
+
+
+# -- wait events --------------------------------------------------------------------------------------
+def wait_shares(run_dir: Path, points: pd.DataFrame, node: str | None = None,
+                backend_group: str = "client") -> pd.DataFrame:
+    """Per configuration: the share of sampled backends in each wait event, over all its points.
+
+    Read from each point's raw ``waits.csv`` (``pglab.waits``); ``node`` keeps one node's samples.
+    """
+    frames = []
+    for _, p in points.iterrows():
+        path = Path(run_dir) / p.point / waits.CSV
+        if not path.exists():
+            continue
+        df = waits.load(path)
+        if node is not None:
+            df = df[df.node == node]
+        frames.append(df.assign(config=p.config, kind=p.kind))
+    cols = ["kind", "config", "event", "samples", "share"]
+    if not frames:
+        return pd.DataFrame(columns=cols)
+    allw = pd.concat(frames, ignore_index=True)
+    allw = allw[waits.backend_groups(allw) == backend_group]
+    sh = waits.shares(allw, by=["kind", "config"])
+    return sh[cols].sort_values(["kind", "config", "share"], ascending=[True, True, False],
+                                kind="stable").reset_index(drop=True)
+
+
+def wait_note(shares: pd.DataFrame, config: str, baseline: str) -> str:
+    """What the samples say of two configurations: their dominant waits (measured, never fixed text)."""
+    out = []
+    for c in (config, baseline):
+        s = shares[shares.config == c]
+        if len(s):
+            top = s.sort_values("share", ascending=False).iloc[0]
+            out.append(f"{c}: {top.event} {100 * top.share:.0f}% of backend samples")
+    return "waits " + ", ".join(out) if out else "waits not sampled"
+
+
+def fig_waits(shares: pd.DataFrame, out: Path, order: list[str], title: str, name: str = "waits",
+              top: int = 6) -> list[Path]:
+    """Stacked shares of the most common wait events per configuration (CPU = running, no wait)."""
+    s = shares[shares.config.isin(order)]
+    events = list(s.groupby("event").share.sum().sort_values(ascending=False).index[:top])
+    wide = (s.assign(event=s.event.where(s.event.isin(events), "other"))
+            .groupby(["config", "event"]).share.sum().unstack(fill_value=0.0).reindex(order).fillna(0.0))
+    fig, ax = plt.subplots(figsize=(7.5, 0.9 + 0.45 * len(order)))
+    wide.plot.barh(stacked=True, ax=ax, colormap="tab20", width=0.7)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share of sampled client backends (pg_stat_activity every ~100 ms)")
+    ax.set_ylabel("")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    return figures.save(fig, out, name)
+
+
+# -- latency and stalls -------------------------------------------------------------------------------
+def latency_table(run_dir: Path, points: pd.DataFrame, by: Sequence[str], folder: str = "txlog") -> pd.DataFrame:
+    """Latency percentiles over every transaction of every point of a group, merged from ``-l`` logs."""
+    rows = []
+    for key, g in points[points["copy"] == 1].groupby(list(by), sort=True):
+        paths = sorted(str(f) for p in g.point for f in (Path(run_dir) / p / folder).glob("pgbench_log*"))
+        if not paths:
+            continue
+        from pglab.parsers.pgbench import merged_percentiles
+
+        pct = merged_percentiles(paths, qs=(50, 95, 99))
+        rows.append({**dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True)),
+                     "p50_ms": pct.get(50), "p95_ms": pct.get(95), "p99_ms": pct.get(99),
+                     "transactions": pct.get("n"), "points": len(g)})
+    return pd.DataFrame(rows, columns=[*by, "p50_ms", "p95_ms", "p99_ms", "transactions", "points"])
+
+
+def stalls_table(points: pd.DataFrame) -> pd.DataFrame:
+    """Points with progress intervals of 0 tps inside the measured window, and when they were."""
+    s = points[points.stalls.fillna(0) > 0]
+    return s[["point", "config", "clients", "stalls", "stall_times", "steal"]].reset_index(drop=True)
+
+
+# -- figures ------------------------------------------------------------------------------------------
+def ratio_panel(ax: plt.Axes, summary: pd.DataFrame, configs: list[str], palette: dict[str, Any],
+                x: str = "clients") -> None:
+    """Median ratio and its interval per configuration at each measured ``x`` (categorical), noise band."""
+    xs = sorted(int(v) for v in summary[x].dropna().unique())
+    pos = {v: i for i, v in enumerate(xs)}
+    for k, c in enumerate(configs):
+        g = summary[summary.config == c].sort_values(x)
+        if g.empty:
+            continue
+        off = (k - (len(configs) - 1) / 2) * 0.06
+        ax.errorbar([pos[int(v)] + off for v in g[x]], g["median"],
+                    yerr=[g["median"] - g.ci_low, g.ci_high - g["median"]], color=palette.get(c), marker="o",
+                    capsize=3, label=c, ls="--" if c == AA else "-")
+    nf = summary.drop_duplicates(x).set_index(x).noise_floor.reindex(xs)
+    for v, f in nf.items():
+        if not pd.isna(f):
+            ax.fill_between([pos[int(v)] - 0.4, pos[int(v)] + 0.4], 1 - f, 1 + f, color="grey", alpha=0.15, lw=0)
+    ax.set_xticks(range(len(xs)), [str(v) for v in xs])
+
+
+def fig_comparison(comparison: pd.DataFrame, out: Path, title: str, name: str = "published_vs_reproduced") \
+        -> list[Path]:
+    """Each claim: the published ratio, the reproduced median with its interval, the noise band, the verdict."""
+    c = comparison.reset_index(drop=True)
+    fig, ax = plt.subplots(figsize=(9, 1.0 + 0.75 * len(c)))
+    y = np.arange(len(c))
+    ok = c.reproduced.notna()
+    ax.errorbar(c.reproduced[ok], y[ok], xerr=[(c.reproduced - c.ci_low)[ok], (c.ci_high - c.reproduced)[ok]],
+                fmt="o", color="tab:blue", capsize=4, label="reproduced: median, 95% interval over blocks")
+    ax.scatter(c.published, y, marker="s", color="tab:orange", zorder=3, label="published")
+    for i, row in c.iterrows():
+        nf = row.noise_floor
+        if not pd.isna(nf):
+            ax.fill_between([1 - nf, 1 + nf], i - 0.3, i + 0.3, color="grey", alpha=0.2, lw=0)
+        ax.text(1.01, i, f"{row.verdict} ({int(row.blocks)} blocks)", transform=ax.get_yaxis_transform(),
+                va="center", fontsize=8)
+    ax.set_yticks(y, [_wrap(t) for t in c.claim], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.axvline(1.0, color="grey", lw=0.8)
+    ax.set_xlabel("ratio (log scale); grey band: A/A noise floor around 1")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7, loc="lower left", bbox_to_anchor=(0, 1.08), ncol=2)
+    return figures.save(fig, out, name)
+
+
+def _wrap(text: str, width: int = 38) -> str:
+    words, lines_, cur = text.split(), [], ""
+    for w in words:
+        if cur and len(cur) + len(w) + 1 > width:
+            lines_.append(cur)
+            cur = w
+        else:
+            cur = f"{cur} {w}".strip()
+    return "\n".join([*lines_, cur])
+
+
+def effects_table(summary: pd.DataFrame, x: str = "clients") -> pd.DataFrame:
+    """Configurations x ``x``: "1.19x [1.05, 1.31] (noise +-8%, 6 blocks)" for a notebook."""
+    s = summary.dropna(subset=["median"]).copy()
+    s["effect"] = s.apply(effects.effect_label, axis=1)
+    return s.pivot(index="config", columns=x, values="effect")
+

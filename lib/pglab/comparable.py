@@ -1,0 +1,400 @@
+"""Comparable or refused: one analysis never mixes runs that ran on different hardware, placements or tools.
+
+``differences`` reads two run manifests and names every field that differs, with a severity:
+
+``refuse`` -- the field changes what is measured, so two runs that differ in it are not comparable:
+
+* ``study``;
+* host facts that change performance, per inventory host: ``cpu_model``, ``cores``, ``mem_total_kb``,
+  ``kernel``, ``os`` and ``disk_tmp`` (the device and size of the disk the data directories live on;
+  its free space alone is a note);
+* ``placement.<node or client>``: where every node and client ran *relative to the others* -- which of
+  them shared a host, which shared a machine (``placement.machine``: machine id and boot id, or the
+  hostname for runs recorded before machine ids), and how a client reached its server (unix socket, TCP
+  on loopback, TCP across a network). Host names and machine ids themselves are not compared here: two
+  runs on two identical machines, each with everything on one machine, are placed the same;
+* ``tools.<tool>``: every version the run recorded (postgres, pgbench, pg_basebackup, sysbench, the
+  replication packages: pglogical, slony, londiste, pgq...);
+* ``parameters.<name>`` (nested values as ``parameters.server_settings.max_wal_size``): every study
+  parameter except the cosmetic ones in ``COSMETIC_PARAMETERS``.
+
+``note`` -- reported, never refused: the run's profile name, git revision, start time, inventory file,
+status and point counts, boot ids, hostnames, machine ids, network namespaces, addresses, the user,
+the python package versions (``packages.*``), a system skipped in one run (``systems.<name>.status``),
+how often the run was resumed, and any manifest field this module does not know.
+
+Not compared at all: the run's own bookkeeping (``run_id``, ``pid``, ``processes``, ``control``,
+``workspaces``, ``local_passfiles``, ``leftovers``, ``evidence``, ``end``, timings), ``nodes`` and
+``topology`` (compared as placement), and ``plan`` (derived from the parameters and the seed).
+
+A field present in one manifest and absent from the other is a difference (shown as ``(missing)``),
+with the severity of the field. Runs of two different studies are refused on ``study``, tools and hosts
+alone: their parameters and nodes have nothing in common, so they are not listed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from pglab import placement
+from pglab.errors import NotComparableError, UserError
+from pglab.store import MANIFEST, load_manifest
+
+REFUSE = "refuse"
+NOTE = "note"
+MISSING = "(missing)"
+OVERRIDE = "--allow-mixed"
+
+# Parameters that do not change what is measured:
+# - seed: only the order of the points (blocks are randomised to average it out);
+# - client_timeout_s, catchup_timeout_s, copy_timeout_s: deadlines that only decide when a point fails;
+# - standby_name: the standby's application_name, a label;
+# - host, primary_host, standby_host, client_host, provider_host, subscriber_host: inventory names;
+#   where things ran is compared as placement, on machine identity, not on names.
+COSMETIC_PARAMETERS = frozenset({
+    "seed", "client_timeout_s", "catchup_timeout_s", "copy_timeout_s", "standby_name",
+    "host", "primary_host", "standby_host", "client_host", "provider_host", "subscriber_host"})
+# Host facts that change performance; the other facts are notes.
+HOST_REFUSE = ("cpu_model", "cores", "mem_total_kb", "kernel", "os", "disk_tmp")
+# The order of the host facts table (facts not listed follow, sorted).
+HOST_ORDER = ("hostname", "kind", *HOST_REFUSE, "data_address", "netns", "machine_id", "boot_id", "user")
+# Host facts that repeat another: the dict key, and machine_id/boot_id.
+HOST_DERIVED = frozenset({"name", "machine"})
+# Top-level manifest fields reported as notes (flattened when they are dicts).
+NOTE_FIELDS = ("profile", "git_revision", "start", "inventory", "status", "outcome", "points")
+# Top-level fields never compared: one run's bookkeeping, or compared elsewhere.
+IGNORED = frozenset({
+    "study", "parameters", "tools", "packages", "hosts", "boot_ids", "nodes", "topology", "systems", "resumes",
+    "run_id", "pid", "processes", "control", "workspaces", "local_passfiles", "leftovers", "evidence", "end",
+    "time_s", "measurement_share", "wall_s", "sweep_s", "remeasured", "cleanup", "signals_during_cleanup",
+    "plan", *NOTE_FIELDS})
+# What `pglab analyze` reads by default (relative to the working directory, the checkout).
+DEFAULT_REFERENCE = "data/reference"
+# comparison.csv columns shown for each run, when the analysis wrote them.
+EFFECT_COLUMNS = ("reproduced", "ci_low", "ci_high", "noise_floor", "verdict")
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One field that differs between run a and run b."""
+
+    field: str  # e.g. "hosts.local.cpu_model", "tools.pgbench", "placement.primary", "packages.psycopg"
+    value_a: Any
+    value_b: Any
+    severity: str  # REFUSE or NOTE
+
+    def __str__(self) -> str:
+        return f"{self.field}: {_show(self.value_a)} vs {_show(self.value_b)}"
+
+
+def _show(value: Any) -> str:
+    return value if value == MISSING else json.dumps(value, default=str)
+
+
+def _flat(value: Any, prefix: str) -> dict[str, Any]:
+    """``{"a.b": 1}`` for ``{"a": {"b": 1}}`` under ``prefix``; lists and scalars are leaves."""
+    if isinstance(value, dict) and value:
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out.update(_flat(v, f"{prefix}.{k}"))
+        return out
+    return {prefix: value}
+
+
+def _section(manifest: dict[str, Any], key: str) -> dict[str, Any]:
+    """A top-level dict of the manifest, flattened (``{}`` when absent or empty)."""
+    value = manifest.get(key)
+    return _flat(value, key) if isinstance(value, dict) and value else {}
+
+
+def _compare(a: dict[str, Any], b: dict[str, Any], severity: Any) -> list[Difference]:
+    """Differences between two flat dicts; ``severity(field)`` says how much each matters."""
+    out = []
+    for k in list(dict.fromkeys([*a, *b])):
+        va, vb = a.get(k, MISSING), b.get(k, MISSING)
+        if va != vb:
+            out.append(Difference(k, va, vb, severity(k) if callable(severity) else severity))
+    return out
+
+
+def host_facts(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Host -> its facts (boot id from ``boot_ids`` for runs that kept it only there)."""
+    out = {}
+    for name, facts in (manifest.get("hosts") or {}).items():
+        f = {k: v for k, v in facts.items() if k not in HOST_DERIVED}
+        boot = (manifest.get("boot_ids") or {}).get(name)
+        if boot and "boot_id" not in f:
+            f["boot_id"] = boot
+        out[name] = f
+    return out
+
+
+def _disk(value: Any) -> Any:
+    """``disk_tmp`` without its free space (which changes between any two runs)."""
+    return re.sub(r",?\s*\d+ KiB free", "", value) if isinstance(value, str) else value
+
+
+def _host_differences(a: dict[str, Any], b: dict[str, Any]) -> list[Difference]:
+    ha, hb = host_facts(a), host_facts(b)
+    out = []
+    for host in dict.fromkeys([*ha, *hb]):
+        if host not in ha or host not in hb:
+            out.append(Difference(f"hosts.{host}", "present" if host in ha else MISSING,
+                                  "present" if host in hb else MISSING, REFUSE))
+            continue
+        fa, fb = ha[host], hb[host]
+        for fact in dict.fromkeys([*fa, *fb]):
+            va, vb = fa.get(fact, MISSING), fb.get(fact, MISSING)
+            if va == vb:
+                continue
+            severity = REFUSE if fact in HOST_REFUSE else NOTE
+            if fact == "disk_tmp" and _disk(va) == _disk(vb):
+                severity = NOTE  # free space only
+            out.append(Difference(f"hosts.{host}.{fact}", va, vb, severity))
+    return out
+
+
+def _via(address: Any) -> str:
+    if address is None:
+        return "via ?"
+    text = str(address)
+    if text == "socket" or text.startswith("/"):
+        return "via unix socket"
+    if text.startswith("127.") or text in ("::1", "localhost"):
+        return "via TCP loopback"
+    return "via TCP network"
+
+
+def where(manifest: dict[str, Any]) -> dict[str, str]:
+    """Node or client -> where it ran relative to the others: ``host 1 on machine 1[, via ...]``.
+
+    Hosts and machines are numbered in order of first use (nodes and clients sorted by name), so two
+    runs with the same arrangement on different hosts or machines get the same labels.
+    """
+    hosts: dict[str, str] = {}
+    machines: dict[str, str] = {}
+    out = {}
+    for row in sorted(placement.nodes_table(manifest), key=lambda r: str(r["what"])):
+        h = hosts.setdefault(str(row["host"]), f"host {len(hosts) + 1}")
+        m = machines.setdefault(str(row["machine"]), f"machine {len(machines) + 1}")
+        out[str(row["what"])] = f"{h} on {m}" + (f", {_via(row['address'])}" if row["role"] == "client" else "")
+    return out
+
+
+def _parameter_severity(field: str) -> str:
+    name = field.split(".")[1]
+    return NOTE if name in COSMETIC_PARAMETERS else REFUSE
+
+
+def differences(manifest_a: dict[str, Any], manifest_b: dict[str, Any]) -> list[Difference]:
+    """Every field in which two run manifests differ, refuse-level ones first (see the module docstring)."""
+    a, b = manifest_a, manifest_b
+    out = _compare({"study": a.get("study", MISSING)}, {"study": b.get("study", MISSING)}, REFUSE)
+    same_study = not out  # two studies' parameters and nodes have nothing in common: the study says it all
+    if same_study:
+        out += _compare(_section(a, "parameters"), _section(b, "parameters"), _parameter_severity)
+    out += _compare(_section(a, "tools"), _section(b, "tools"), REFUSE)
+    out += _host_differences(a, b)
+    if same_study:
+        out += _compare({f"placement.{k}": v for k, v in where(a).items()},
+                        {f"placement.{k}": v for k, v in where(b).items()}, REFUSE)
+    # notes
+    for key in NOTE_FIELDS:
+        if key in a or key in b:
+            out += _compare(_flat(a.get(key, MISSING), key), _flat(b.get(key, MISSING), key), NOTE)
+    out += _compare(_section(a, "packages"), _section(b, "packages"), NOTE)
+    out += _compare({f"systems.{k}.status": v.get("status") for k, v in (a.get("systems") or {}).items()},
+                    {f"systems.{k}.status": v.get("status") for k, v in (b.get("systems") or {}).items()}, NOTE)
+    if a.get("resumes") or b.get("resumes"):
+        out += _compare({"resumes": len(a.get("resumes") or [])}, {"resumes": len(b.get("resumes") or [])}, NOTE)
+    for key in dict.fromkeys([*a, *b]):
+        if key not in IGNORED:
+            out += _compare(_flat(a.get(key, MISSING), key), _flat(b.get(key, MISSING), key), NOTE)
+    return sorted(out, key=lambda d: d.severity != REFUSE)  # stable: refuse first, each in manifest order
+
+
+def refused(diffs: Iterable[Difference]) -> list[Difference]:
+    return [d for d in diffs if d.severity == REFUSE]
+
+
+def check_comparable(manifest_a: dict[str, Any], manifest_b: dict[str, Any],
+                     allow_mixed: bool = False) -> list[Difference]:
+    """The differences of two runs; raises NotComparableError naming every refuse-level one unless ``allow_mixed``.
+
+    With ``allow_mixed=True`` the caller gets every difference back and must say what it mixed
+    (``mixing_message``).
+    """
+    diffs = differences(manifest_a, manifest_b)
+    bad = refused(diffs)
+    if bad and not allow_mixed:
+        raise NotComparableError(bad, f"{OVERRIDE} (pglab compare) or allow_mixed=True (Python)")
+    return diffs
+
+
+def mixing_message(diffs: Iterable[Difference]) -> str:
+    """``mixing runs that differ in: ...`` for the refuse-level differences, or "" when there are none."""
+    bad = refused(diffs)
+    return f"mixing runs that differ in: {', '.join(d.field for d in bad)}" if bad else ""
+
+
+def report(diffs: list[Difference]) -> str:
+    """Text for a terminal: one line per difference, refuse-level first."""
+    bad = refused(diffs)
+    if not diffs:
+        return "no differences: the runs are comparable"
+    head = (f"{len(diffs)} differences, {len(bad)} refuse-level" if bad
+            else f"{len(diffs)} differences, none refuse-level: the runs are comparable")
+    return "\n".join([head, *(f"  {'REFUSE' if d.severity == REFUSE else 'note  '} {d}" for d in diffs)])
+
+
+def differences_table(diffs: list[Difference]) -> pd.DataFrame:
+    return pd.DataFrame([{"field": d.field, "a": _cell(d.value_a), "b": _cell(d.value_b), "severity": d.severity}
+                         for d in diffs], columns=["field", "a", "b", "severity"])
+
+
+# -- finding runs ------------------------------------------------------------------------------------
+
+
+def find_run(data_root: str | Path, run: str | Path) -> Path:
+    """A run folder from its path, or from a run id under ``<data_root>/runs/<study>/`` (or the pipeline's copy)."""
+    p = Path(run)
+    if (p / MANIFEST).exists():
+        return p
+    root = Path(data_root)
+    for study_dir in sorted((root / "runs").glob("*")):
+        if (study_dir / str(run) / MANIFEST).exists():
+            return study_dir / str(run)
+    for pipeline in sorted((root / "raw").glob(f"*/{MANIFEST}")):
+        if load_manifest(pipeline.parent).get("run_id") == str(run):
+            return pipeline.parent
+    raise UserError(f"{run}: not a run folder (no {MANIFEST}), nor a run id under {root / 'runs'}/<study>/")
+
+
+# -- tables ------------------------------------------------------------------------------------------
+
+
+def _cell(value: Any) -> Any:
+    return json.dumps(value, default=str) if isinstance(value, (list, dict)) else value
+
+
+def _pairs(a: dict[str, Any], b: dict[str, Any], name: str, keys: Iterable[str] | None = None) -> pd.DataFrame:
+    rows = [{name: k, "a": _cell(a.get(k, MISSING)), "b": _cell(b.get(k, MISSING)),
+             "same": a.get(k, MISSING) == b.get(k, MISSING)} for k in (keys or dict.fromkeys([*a, *b]))]
+    return pd.DataFrame(rows, columns=[name, "a", "b", "same"])
+
+
+def hosts_table(manifest_a: dict[str, Any], manifest_b: dict[str, Any]) -> pd.DataFrame:
+    """One row per host fact (``local.cpu_model``): columns fact, a, b, same."""
+    ha, hb = host_facts(manifest_a), host_facts(manifest_b)
+    rank = {f: i for i, f in enumerate(HOST_ORDER)}
+    keys = [f"{host}.{fact}" for host in dict.fromkeys([*ha, *hb])
+            for fact in sorted({*ha.get(host, {}), *hb.get(host, {})}, key=lambda f: (rank.get(f, len(rank)), f))]
+    a = {f"{h}.{k}": v for h, facts in ha.items() for k, v in facts.items()}
+    b = {f"{h}.{k}": v for h, facts in hb.items() for k, v in facts.items()}
+    return _pairs(a, b, "fact", keys)
+
+
+def placement_table(manifest_a: dict[str, Any], manifest_b: dict[str, Any]) -> pd.DataFrame:
+    """One row per node and client: host, address and machine in each run, and whether the arrangement is the same."""
+    def described(m: dict[str, Any]) -> dict[str, str]:
+        rel = where(m)
+        return {str(r["what"]): f"{r['host']} {r['address']} on {r['machine']} ({rel[str(r['what'])]})"
+                for r in placement.nodes_table(m)}
+
+    da, db, ra, rb = described(manifest_a), described(manifest_b), where(manifest_a), where(manifest_b)
+    rows = [{"what": k, "a": da.get(k, MISSING), "b": db.get(k, MISSING), "same": ra.get(k) == rb.get(k)}
+            for k in sorted(dict.fromkeys([*da, *db]))]
+    return pd.DataFrame(rows, columns=["what", "a", "b", "same"])
+
+
+def tools_table(manifest_a: dict[str, Any], manifest_b: dict[str, Any]) -> pd.DataFrame:
+    return _pairs(manifest_a.get("tools") or {}, manifest_b.get("tools") or {}, "tool")
+
+
+def parameters_table(manifest_a: dict[str, Any], manifest_b: dict[str, Any]) -> pd.DataFrame:
+    """One row per (flattened) parameter; ``cosmetic`` marks the ones that are never refused."""
+    t = _pairs(_section(manifest_a, "parameters"), _section(manifest_b, "parameters"), "parameter")
+    t["parameter"] = t["parameter"].str.removeprefix("parameters.")
+    t["cosmetic"] = [p.split(".")[0] in COSMETIC_PARAMETERS for p in t["parameter"]]
+    return t
+
+
+def comparison(run_dir: str | Path, reference_dir: str | Path | None = None) -> tuple[pd.DataFrame | None, str]:
+    """The run's comparison.csv and where it came from.
+
+    The derived table ``<data root>/derived/<study>/comparison.csv`` when its metrics.json names this run;
+    otherwise the study's analysis run now into a temporary folder (archived runs have no derived
+    tables). ``(None, why)`` when the analysis cannot read the run.
+    """
+    run = Path(run_dir).resolve()
+    manifest = load_manifest(run)
+    study, run_id = manifest.get("study"), manifest.get("run_id")
+    for ancestor in list(run.parents)[:3]:
+        derived = ancestor / "derived" / str(study)
+        try:
+            metrics = json.loads((derived / "metrics.json").read_text())
+        except (OSError, ValueError):
+            continue
+        if metrics.get("run_id") == run_id and (derived / "comparison.csv").exists():
+            return pd.read_csv(derived / "comparison.csv"), str(derived / "comparison.csv")
+    from pglab.studies import module
+
+    ref = Path(reference_dir if reference_dir is not None else DEFAULT_REFERENCE)
+    try:
+        with tempfile.TemporaryDirectory(prefix="pglab-compare-") as tmp:
+            module(str(study), "analyze").analyze(run, Path(tmp) / "derived", Path(tmp) / "figures", ref)
+            return pd.read_csv(Path(tmp) / "derived" / "comparison.csv"), f"analyzed now (reference {ref})"
+    except Exception as exc:  # an old run the current analysis cannot read: say so, show the rest
+        return None, f"analysis failed: {type(exc).__name__}: {exc}"
+
+
+def effects_table(run_a: str | Path, run_b: str | Path, reference_dir: str | Path | None = None) -> pd.DataFrame:
+    """The two runs' comparison.csv joined on ``claim``: reproduced (and interval, noise floor, verdict) for a and b.
+
+    ``.attrs["sources"]`` says where each run's table came from (or why there is none).
+    """
+    ca, source_a = comparison(run_a, reference_dir)
+    cb, source_b = comparison(run_b, reference_dir)
+    present = [c for c in (ca, cb) if c is not None]
+    cols = [c for c in EFFECT_COLUMNS if any(c in t.columns for t in present)]
+    published = any("published" in t.columns for t in present)
+
+    def side(t: pd.DataFrame | None, suffix: str) -> pd.DataFrame:
+        t = t if t is not None else pd.DataFrame(columns=["claim"])
+        out = pd.DataFrame({"claim": t["claim"]})
+        if published:
+            out[f"published{suffix}"] = t["published"] if "published" in t.columns else float("nan")
+        for c in cols:
+            out[f"{c}{suffix}"] = t[c] if c in t.columns else float("nan")
+        return out
+
+    sa, sb = side(ca, "_a"), side(cb, "_b")
+    table = sa.merge(sb, on="claim", how="outer")  # sorted by claim: put back the analysis' order
+    rank = {c: i for i, c in enumerate(dict.fromkeys([*sa["claim"], *sb["claim"]]))}
+    table = table.sort_values("claim", key=lambda c: c.map(rank)).reset_index(drop=True)
+    if published:
+        table.insert(1, "published", table["published_a"].combine_first(table["published_b"]))
+        table = table.drop(columns=["published_a", "published_b"])
+    order = ["claim", *(["published"] if published else []), *(f"{c}{s}" for c in cols for s in ("_a", "_b"))]
+    table = table[order]
+    table.attrs["sources"] = {"a": source_a, "b": source_b}
+    return table
+
+
+def side_by_side(run_a: str | Path, run_b: str | Path, reference_dir: str | Path | None = None,
+                 effects: bool = True) -> dict[str, pd.DataFrame]:
+    """Tables ``hosts``, ``placement``, ``tools``, ``parameters`` and (``effects=True``) ``effects`` of two runs."""
+    ma, mb = load_manifest(Path(run_a)), load_manifest(Path(run_b))
+    tables = {"hosts": hosts_table(ma, mb), "placement": placement_table(ma, mb), "tools": tools_table(ma, mb),
+              "parameters": parameters_table(ma, mb)}
+    if effects:
+        tables["effects"] = effects_table(run_a, run_b, reference_dir)
+    return tables

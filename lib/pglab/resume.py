@@ -1,0 +1,83 @@
+"""Resuming a run: same plan, same code, same folder; refused with the difference named otherwise.
+
+A run that was interrupted (Ctrl-C), killed (SIGKILL, a lost machine) or failed part-way keeps every
+finished point. ``pglab collect STUDY --resume [RUN]`` reopens its folder: what the killed process left
+running is cleaned up first (as ``pglab cleanup`` would), the deployment is built anew, and the sweep
+continues at the first unfinished point (``pglab.sweep.run``). The manifest lists every resume; the
+analysis reads the folder as one run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pglab.cleanup import UNFINISHED, CleanupReport, _clean_run, _inventory_for, _run_in_progress
+from pglab.errors import UserError
+from pglab.inventory import Inventory
+from pglab.store import MANIFEST, RunStore, archive_dir, git_revision, load_manifest, runs
+
+
+class ResumeError(UserError):
+    """The run cannot be resumed as asked; nothing was started."""
+
+
+def latest_unfinished(data_root: str | Path, study: str) -> Path:
+    """The newest archived run of ``study`` that did not complete."""
+    found = [r for r in runs(archive_dir(data_root, study)) if load_manifest(r).get("status") != "complete"]
+    if not found:
+        raise ResumeError(f"no unfinished {study} run under {archive_dir(data_root, study)} to resume")
+    return found[-1]
+
+
+def find(data_root: str | Path, study: str, run: str | None) -> Path:
+    """A run folder from a path, a run id under the archive, or (None) the newest unfinished run."""
+    if run is None:
+        return latest_unfinished(data_root, study)
+    for candidate in (Path(run), archive_dir(data_root, study) / run):
+        if (candidate / MANIFEST).exists():
+            return candidate
+    raise ResumeError(f"{run}: not a run folder, nor a run id under {archive_dir(data_root, study)}")
+
+
+def differences(old: Any, new: Any, path: str = "") -> list[str]:
+    """``key: old -> new`` for every value that differs, recursively."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for k in sorted(set(old) | set(new), key=str):
+            out += differences(old.get(k, "<absent>"), new.get(k, "<absent>"), f"{path}.{k}" if path else str(k))
+        return out
+    return [] if old == new else [f"{path}: {old!r} -> {new!r}"]
+
+
+def resumable(run_dir: Path, parameters: dict[str, Any], plan: dict[str, Any],
+              inventory: Inventory | None = None) -> RunStore:
+    """Check that ``run_dir`` can be resumed with these parameters and plan, clean up what it left, reopen it."""
+    run_dir = Path(run_dir)
+    manifest = load_manifest(run_dir)
+    status = manifest.get("status")
+    if status == "complete":
+        raise ResumeError(f"{run_dir}: the run completed; there is nothing to resume")
+    if status == "running" and _run_in_progress(manifest):
+        raise ResumeError(f"{run_dir}: the run is still in progress (pid {manifest.get('pid')})")
+    problems = [f"parameter {d}" for d in differences(manifest.get("parameters", {}), json.loads(
+        json.dumps(parameters, default=str)))]
+    old_plan = manifest.get("plan", {})
+    if old_plan.get("points") != plan["points"] or old_plan.get("seed") != plan["seed"]:
+        problems.append(f"plan: seed {old_plan.get('seed')!r} -> {plan['seed']!r}, "
+                        f"{len(old_plan.get('points', []))} -> {len(plan['points'])} points"
+                        + ("" if old_plan.get("points") == plan["points"] else " (order or ids differ)"))
+    rev = git_revision()
+    if manifest.get("git_revision") != rev:
+        problems.append(f"git revision: {manifest.get('git_revision')} -> {rev}")
+    if problems:
+        raise ResumeError(f"{run_dir} cannot be resumed with what was asked (resume with the run's own "
+                          "parameters, profile and code, or start a new run):\n  - " + "\n  - ".join(problems))
+    if status in UNFINISHED:  # killed: stop what it left, exactly as `pglab cleanup` would
+        report = CleanupReport()
+        _clean_run(run_dir / MANIFEST, manifest, _inventory_for(manifest, inventory or Inventory(), report),
+                   False, report)
+        if report.failed:
+            raise ResumeError(f"{run_dir}: what the run left could not be stopped: {'; '.join(report.failed)}")
+    return RunStore.reopen(run_dir)

@@ -1,0 +1,188 @@
+"""The measurement layer's loop: blocks, the seeded order, progress, a raw folder per point, resume.
+
+A study declares what it compares and hands over one function that measures one point; this module
+owns everything around it, the same way for every study (shared design, "Measurement design"):
+
+* A **block** is one repetition of every configuration being compared (levels, systems, targets,
+  modes) at one group (a client count, or a kind of workload at a client count), run back to back in
+  a seeded random order. The baseline runs twice in every block (``copy`` 1 and 2, the A/A pair):
+  the spread of the second baseline over the first is the run's noise floor.
+* The order of the groups within a block and of the configurations within a group is drawn from
+  ``random.Random(seed)``: the same seed gives the same plan, so a run can be resumed.
+* ``run`` skips points whose folder says they finished (``ok``, ``failed``...), moves a point that was
+  in flight when the run died to ``interrupted/`` (kept, never counted) and measures it again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pglab.progress import bar as progress_bar
+from pglab.store import Point, RunStore, write_json
+
+AA_SUFFIX = "aa"  # id suffix of the second baseline in a block
+FINISHED = ("ok", "failed", "inconsistent")  # statuses of a point that is over: resume skips it
+INTERRUPTED = "interrupted"  # folder of points that were in flight when a run died
+
+
+@dataclass(frozen=True)
+class Group:
+    """What the configurations of a block are compared at: ``name`` is part of point ids (``c004``)."""
+
+    name: str
+    factors: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One point: a configuration, in a block, at a group; ``copy`` 2 is the block's second baseline."""
+
+    block: int
+    group: Group
+    config: str
+    copy: int = 1
+    prefix: str = ""
+
+    @property
+    def id(self) -> str:
+        parts = [self.prefix, f"b{self.block:02d}", self.group.name, self.config]
+        if self.copy > 1:
+            parts.append(AA_SUFFIX if self.copy == 2 else f"copy{self.copy}")
+        return "-".join(p for p in parts if p)
+
+    def factors(self) -> dict[str, Any]:
+        """What the point's meta.json records: everything analysis groups and pairs by."""
+        return {"block": self.block, "group": self.group.name, "config": self.config, "copy": self.copy,
+                **dict(self.group.factors)}
+
+
+def plan_blocks(configs: Sequence[str], baseline: str, groups: Sequence[Group], blocks: int, seed: int,
+                prefix: str = "", aa: bool = True) -> list[Planned]:
+    """Every configuration once per block and group, the baseline twice (``aa``), in a seeded order.
+
+    Blocks run one after the other (block 1 at every group, then block 2...): a slow drift of the
+    machine then spreads over every configuration alike instead of following one of them.
+    """
+    if baseline not in configs:
+        raise ValueError(f"baseline {baseline!r} is not one of the configurations {list(configs)}")
+    rng = random.Random(seed)
+    out: list[Planned] = []
+    for b in range(1, blocks + 1):
+        order = list(groups)
+        rng.shuffle(order)
+        for g in order:
+            points = [Planned(b, g, c, 1, prefix) for c in configs]
+            if aa:
+                points.append(Planned(b, g, baseline, 2, prefix))
+            rng.shuffle(points)
+            out.extend(points)
+    return out
+
+
+def plan_record(points: Sequence[Planned], seed: int, baseline: str, blocks: int,
+                kept_across_blocks: Iterable[str] = ()) -> dict[str, Any]:
+    """The manifest's ``plan``: what resume checks and what a reader needs to know of the design."""
+    return {"seed": seed, "baseline": baseline, "blocks": blocks, "aa": True, "points": [p.id for p in points],
+            "kept_across_blocks": list(kept_across_blocks),
+            "order": "blocks in turn; within a block, groups and configurations in a seeded random order"}
+
+
+Measure = Callable[[Planned, Point], str | None]
+
+
+def finished(store: RunStore) -> dict[str, str]:
+    """Point id -> status of the points already over (a resumed run skips them)."""
+    out: dict[str, str] = {}
+    for meta in store.dir.glob("*/meta.json"):
+        try:
+            m = json.loads(meta.read_text())
+        except ValueError:
+            continue
+        if "block" in m and m.get("status") in FINISHED:  # planned points only, not set-up steps
+            out[m.get("point", meta.parent.name)] = m["status"]
+    return out
+
+
+def set_aside_in_flight(store: RunStore, ids: Iterable[str]) -> list[str]:
+    """Move the folders of points that started but never finished to ``interrupted/`` (kept, not counted)."""
+    moved = []
+    done = finished(store)
+    for pid in ids:
+        d = store.dir / pid
+        if d.exists() and pid not in done:
+            dest_root = store.dir / INTERRUPTED
+            dest_root.mkdir(exist_ok=True)
+            n = 1
+            while (dest_root / f"{pid}.{n}").exists():
+                n += 1
+            meta = d / "meta.json"
+            if meta.exists():
+                m = json.loads(meta.read_text())
+                m.update(status=INTERRUPTED, set_aside="in flight when the run stopped; measured again")
+                write_json(meta, m)
+            shutil.move(str(d), str(dest_root / f"{pid}.{n}"))
+            moved.append(pid)
+    return moved
+
+
+def run(store: RunStore, points: Sequence[Planned], measure: Measure, *, desc: str, progress: bool = True,
+        errors: tuple[type[BaseException], ...] = (Exception,)) -> dict[str, int]:
+    """Measure every point not finished yet, in plan order; returns the counts by status.
+
+    ``measure(planned, point)`` returns None for ``ok`` or a short reason for ``failed``; an exception
+    in ``errors`` fails that point with its message and the sweep goes on (a vanished host raises SSH
+    and socket errors, not only ProcessError). Ctrl-C and SIGTERM are BaseExceptions and end the run.
+    """
+    done = finished(store)
+    in_flight = set_aside_in_flight(store, [p.id for p in points])
+    if in_flight:
+        store.manifest.setdefault("remeasured", []).extend(in_flight)
+    counts = {"total": len(points), "ok": 0, "failed": 0}
+    for status in done.values():
+        counts[status] = counts.get(status, 0) + 1
+    store.manifest["points"] = counts
+    store.save()
+    todo = [p for p in points if p.id not in done]
+    started, cpu0 = time.monotonic(), os.times()
+    if len(todo) < len(points):
+        desc = f"{desc} (resumed, {len(points) - len(todo)} of {len(points)} done)"
+    with progress_bar(len(todo), desc, unit="point", disable=not progress) as bar:
+        for planned in todo:
+            bar.set_postfix_str(planned.id)
+            point = store.point(planned.id, **planned.factors())
+            t0 = time.monotonic()
+            try:
+                reason = measure(planned, point)
+            except errors as exc:
+                reason = f"{type(exc).__name__}: {exc}"[:2000]
+            point.meta["measure_s"] = round(time.monotonic() - t0, 3)
+            if point.meta.get("status") == "running":  # measure may have finished it itself
+                point.finish("ok" if reason is None else "failed", reason)
+            else:  # ...then what was recorded after that (CPU, waits) still goes to disk
+                write_json(point.dir / "meta.json", point.meta)
+            status = point.meta["status"]
+            counts[status] = counts.get(status, 0) + 1
+            store.save()
+            bar.done(planned.id, status)
+    wall = time.monotonic() - started
+    store.manifest.setdefault("sweep_s", []).append(round(wall, 1))
+    store.manifest.setdefault("pglab_cpu", []).append(own_cpu(cpu0, wall))
+    store.save()
+    return counts
+
+
+def own_cpu(before: os.times_result, wall_s: float) -> dict[str, float]:
+    """pglab's own CPU time during the sweep (this process and its threads: the samplers, SSH), not
+    the workload's: as a share of the machine's CPU time (cores x wall). The goal is at most 0.5%."""
+    now = os.times()
+    used = (now.user - before.user) + (now.system - before.system)
+    cores = os.cpu_count() or 1
+    return {"process_cpu_s": round(used, 2), "wall_s": round(wall_s, 1), "cores": cores,
+            "share": round(used / (cores * wall_s), 5) if wall_s > 0 else 0.0}
