@@ -144,11 +144,11 @@ def wait_note(shares: pd.DataFrame, config: str, baseline: str) -> str:
     """What the samples say of two configurations: their dominant waits (measured, never fixed text)."""
     out = []
     for c in (config, baseline):
-        s = shares[shares.config == c]
+        s = shares[shares.config == c].sort_values(["share", "event"], ascending=[False, True], kind="stable")
         if len(s):
-            top = s.sort_values("share", ascending=False).iloc[0]
-            out.append(f"{c}: {top.event} {100 * top.share:.0f}% of backend samples")
-    return "waits " + ", ".join(out) if out else "waits not sampled"
+            top = ", ".join(f"{r.event} {100 * r.share:.0f}%" for r in s.head(2).itertuples())
+            out.append(f"{c}: {top}")
+    return "busy backends' top waits: " + "; ".join(out) if out else "waits not sampled"
 
 
 def fig_waits(shares: pd.DataFrame, out: Path, order: list[str], title: str, name: str = "waits",

@@ -1,0 +1,63 @@
+"""Wait events: a synchronous standby that stops confirming shows up as SyncRep on the primary."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from pglab import topology, waits
+from pglab.cleanup import session
+from pglab.inventory import Inventory
+from pglab.store import Point
+from pglab.workloads import pgbench
+
+pytestmark = pytest.mark.servers
+
+
+def test_a_paused_wal_receiver_makes_syncrep_the_dominant_wait(tmp_path: Path, inventory: Inventory) -> None:
+    with session(inventory) as s:
+        topo = topology.streaming(s.deploy, "local", [("sb1", "local")], method="FIRST", count=1)
+        primary, standby = topo.primary, topo.standbys[0]
+        primary.query("create database bench")
+        point = Point(tmp_path, {"point": "p"})
+        pgbench.initialise(primary, point, "bench", 1)
+        receiver = standby.query("select pid from pg_stat_wal_receiver")[0][0]
+        # -N: no updates of the 1-row branch table, so that clients do not queue on each other's row locks
+        # (with TPC-B at scale 1, three of four would wait in Lock:transactionid behind the one in SyncRep)
+        argv = pgbench.pgbench_argv(primary, "bench", clients=2, duration_s=4, no_vacuum=True, extra=["-N"])
+        with waits.WaitSampler(0.1) as sampler, sampler.recording(point, {"primary": primary, "standby": standby}):
+            bg = s.track_background(pgbench.start(primary, point, argv, prefix="w_"))
+            time.sleep(1.0)
+            os.kill(receiver, signal.SIGSTOP)  # the standby stops receiving: every commit waits for it
+            try:
+                time.sleep(2.0)
+            finally:
+                os.kill(receiver, signal.SIGCONT)
+            pgbench.collect(bg, point, "w_", timeout=30)
+            s.untrack_background(bg)
+    df = waits.load(tmp_path / waits.CSV)
+    busy = df[(df.node == "primary") & (waits.backend_groups(df) == "client")]
+    event, share = waits.dominant(busy)
+    assert event == "IPC:SyncRep" and share > 0.4, waits.shares(busy).head()
+    assert point.meta["waits"]["samples"] >= 30 and not point.meta["waits"]["errors"]
+    assert (tmp_path / waits.SUMMARY).exists()
+
+
+def test_shares_and_dominant_on_known_samples() -> None:
+    df = pd.DataFrame([
+        {"t_s": 0.0, "node": "a", "backend_type": "client backend", "state": "active", "wait_event_type": "IPC",
+         "wait_event": "SyncRep", "backends": 3},
+        {"t_s": 0.0, "node": "a", "backend_type": "client backend", "state": "active", "wait_event_type": "",
+         "wait_event": "", "backends": 1},
+        {"t_s": 0.1, "node": "a", "backend_type": "walsender", "state": "active", "wait_event_type": "IO",
+         "wait_event": "WALRead", "backends": 1},
+    ])
+    assert list(waits.backend_groups(df)) == ["client", "client", "replication"]
+    sh = waits.shares(df[waits.backend_groups(df) == "client"], by=["node"])
+    assert dict(zip(sh.event, sh.share, strict=True)) == {"IPC:SyncRep": 0.75, "CPU": 0.25}
+    assert waits.dominant(df) == ("IPC:SyncRep", 0.6)
+    assert waits.dominant(df.iloc[0:0]) == ("", 0.0)
