@@ -177,7 +177,7 @@ def latency_table(run_dir: Path, points: pd.DataFrame, by: Sequence[str], folder
         paths = sorted(str(f) for p in g.point for f in (Path(run_dir) / p / folder).glob("pgbench_log*"))
         if not paths:
             continue
-        from pglab.parsers.pgbench import merged_percentiles
+        from pglab.parsers.txlog import merged_percentiles
 
         pct = merged_percentiles(paths, qs=(50, 95, 99))
         rows.append({**dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True)),
