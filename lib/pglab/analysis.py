@@ -227,7 +227,8 @@ def fig_comparison(comparison: pd.DataFrame, out: Path, title: str, name: str = 
         nf = row.noise_floor
         if not pd.isna(nf):
             ax.fill_between([1 - nf, 1 + nf], i - 0.3, i + 0.3, color="grey", alpha=0.2, lw=0)
-        ax.text(1.01, i, f"{row.verdict} ({int(row.blocks)} blocks)", transform=ax.get_yaxis_transform(),
+        n = int(row.blocks)
+        ax.text(1.01, i, f"{row.verdict} ({n} block{'s' if n != 1 else ''})", transform=ax.get_yaxis_transform(),
                 va="center", fontsize=8)
     ax.set_yticks(y, [_wrap(t) for t in c.claim], fontsize=8)
     ax.invert_yaxis()

@@ -343,7 +343,7 @@ def fig_ratio(a: Analysis, out: Path, reference_dir: Path) -> list[Path]:
         ax.set_xlabel("clients")
     ax1.set_ylabel("sustainable tps / streaming's")
     ax1.legend(fontsize=8)
-    fig.suptitle("Each system relative to physical streaming replication")
+    fig.suptitle("Each system relative to physical streaming replication", y=1.05)
     return figures.save(fig, out, "ratio_to_streaming")
 
 

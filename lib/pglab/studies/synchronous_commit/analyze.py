@@ -265,7 +265,7 @@ def fig_ratio(a: Analysis, out: Path, reference_dir: Path) -> list[Path]:
         ax.set_xlabel("clients")
     ax1.set_ylabel("tps / tps(on), log scale")
     ax1.legend(title="synchronous_commit", fontsize=8)
-    fig.suptitle("Cost of each level relative to synchronous_commit=on")
+    fig.suptitle("Cost of each level relative to synchronous_commit=on", y=1.05)
     return figures.save(fig, out, "ratio_to_on")
 
 
