@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def body(store: RunStore) -> None:
         with session(load_inventory(None)) as s:
-            node = s.node("bench", "local", SETTINGS).start()
+            node = s.deploy.node("bench", "local", SETTINGS).start()
             say(f"node on port {node.port} in {node.ws.base}; pgbench -i -s {args.scale} ...")
             initialise(node, args.scale)
             cmd = pgbench.pgbench_argv(node, DB, clients=args.clients, jobs=jobs, duration_s=args.seconds,

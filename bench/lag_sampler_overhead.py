@@ -65,8 +65,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def setup(s: Session, name: str, scale: int) -> System:
     """As ``Pair.setup``: two nodes, pgbench -i and the history key on the provider, prepare, start."""
-    provider = s.node("provider", "local", SETTINGS)
-    subscriber = s.node("subscriber", "local", SETTINGS)
+    provider = s.deploy.node("provider", "local", SETTINGS)
+    subscriber = s.deploy.node("subscriber", "local", SETTINGS)
     for node in (provider, subscriber):
         node.start()
         node.query(f"create database {DB}")

@@ -75,6 +75,7 @@ def test_a_killed_run_resumes_at_its_first_unfinished_point(tmp_path: Path) -> N
     assert not postgres_pids(ws)
     m = load_manifest(run)
     assert m["status"] == "complete" and len(m["resumes"]) == 1 and m["resumes"][0]["previous_status"] == "killed"
+    assert m["resumes"][0]["hosts"]["local"]["machine_id"] == m["hosts"]["local"]["machine_id"]  # same machine
     after = finished_points(run)
     for pid, meta in before.items():  # finished points were not measured again
         assert after[pid]["start"] == meta["start"] and after[pid]["end"] == meta["end"]
@@ -88,6 +89,15 @@ def test_a_killed_run_resumes_at_its_first_unfinished_point(tmp_path: Path) -> N
     # a completed run has nothing to resume
     with pytest.raises(ResumeError, match="completed"):
         resumable(run, Params(**PARAMS).model_dump(), m["plan"])
+
+
+def test_a_run_from_another_machine_is_not_resumed(tmp_path: Path) -> None:
+    from pglab.inventory import Inventory
+    from pglab.resume import _machine_problems
+
+    manifest = {"hosts": {"local": {"cpu_model": "a CPU that is not this one", "cores": 2}}}
+    problems = _machine_problems(manifest, Inventory())
+    assert problems and problems[0].startswith("host local cpu_model: 'a CPU that is not this one' -> ")
 
 
 def test_differences_name_the_key() -> None:

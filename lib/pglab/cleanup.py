@@ -90,7 +90,11 @@ class Session:
             self.store.manifest.setdefault("boot_ids", {})[name] = boot
         facts = _quietly(host.facts)
         if facts:
-            self.store.manifest.setdefault("hosts", {})[name] = facts
+            hosts = self.store.manifest.setdefault("hosts", {})
+            if name in hosts and self.store.manifest.get("resumes"):  # the run's facts stay those it began with
+                self.store.manifest["resumes"][-1].setdefault("hosts", {})[name] = facts
+            else:
+                hosts[name] = facts
         self.store.save()
 
     def workspace_made(self, name: str, ws: Workspace) -> None:

@@ -71,6 +71,7 @@ def resumable(run_dir: Path, parameters: dict[str, Any], plan: dict[str, Any],
     rev = git_revision()
     if manifest.get("git_revision") != rev:
         problems.append(f"git revision: {manifest.get('git_revision')} -> {rev}")
+    problems += _machine_problems(manifest, inventory or Inventory())
     if problems:
         raise ResumeError(f"{run_dir} cannot be resumed with what was asked (resume with the run's own "
                           "parameters, profile and code, or start a new run):\n  - " + "\n  - ".join(problems))
@@ -81,3 +82,26 @@ def resumable(run_dir: Path, parameters: dict[str, Any], plan: dict[str, Any],
         if report.failed:
             raise ResumeError(f"{run_dir}: what the run left could not be stopped: {'; '.join(report.failed)}")
     return RunStore.reopen(run_dir)
+
+
+# What a resumed run must find unchanged on every host, or its blocks would mix two machines.
+SAME_MACHINE = ("cpu_model", "cores", "mem_total_kb", "kernel", "os", "machine_id")
+
+
+def _machine_problems(manifest: dict[str, Any], inventory: Inventory) -> list[str]:
+    """Host facts recorded by the run that differ now (another machine, another kernel...)."""
+    from pglab.preflight import host_problems
+
+    recorded = manifest.get("hosts", {})
+    names = [n for n in recorded if n in inventory.hosts]
+    problems, hosts = host_problems(inventory, names, programs=())
+    try:
+        for name, host in hosts.items():
+            now = host.facts()
+            for key in SAME_MACHINE:
+                if key in recorded[name] and recorded[name].get(key) != now.get(key):
+                    problems.append(f"host {name} {key}: {recorded[name].get(key)!r} -> {now.get(key)!r}")
+    finally:
+        for h in hosts.values():
+            h.close()
+    return problems

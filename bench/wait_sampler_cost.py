@@ -1,0 +1,101 @@
+"""What the wait-event sampler costs: pgbench tps with and without it, in blocks, beside the A/A noise floor.
+
+Why: every point of every study samples each node's ``pg_stat_activity`` about every 100 ms
+(``pglab.waits``). That must not change what it observes. This script runs, on one local node, blocks
+of three pgbench runs in a seeded random order: without the sampler, without it again (A/A), and with
+it. Within each block the two others are divided by the first run without; the script prints the
+per-block ratios, the median ratio with its 95% interval (``pglab.effects``), the noise floor, and the
+sampler's own CPU time as a share of the machine's CPU time over the sampled runs.
+
+Goals: the sampler's effect is within the noise floor (its interval includes 1, or its median is
+within the floor of 1), and pglab's sampler CPU is at most 0.5% of the machine's CPU time.
+
+Run from the project root::
+
+    .venv/bin/python bench/wait_sampler_cost.py                   # 6 blocks of 3 x 5 s, 4 clients
+    .venv/bin/python bench/wait_sampler_cost.py --blocks 10 --seconds 10
+
+Exit code 1 when a goal is missed, 0 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+import pandas as pd
+from common import DB, SETTINGS, RunFailed, reset_tables, run_main, say
+from pglab import effects, waits
+from pglab.cleanup import session
+from pglab.inventory import load_inventory
+from pglab.parsers.pgbench import parse_summary
+from pglab.store import RunStore
+from pglab.sweep import Group, plan_blocks
+from pglab.workloads import pgbench
+
+CPU_GOAL = 0.005
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--blocks", type=int, default=6, help="blocks of (without, without again, with); default 6")
+    ap.add_argument("--seconds", type=int, default=5, help="pgbench -T of every run; default 5")
+    ap.add_argument("--clients", type=int, default=4, help="pgbench -c; default 4")
+    ap.add_argument("--scale", type=int, default=10, help="pgbench -i -s; default 10")
+    ap.add_argument("--interval-ms", type=int, default=100, help="sampling period; default 100")
+    ap.add_argument("--seed", type=int, default=1)
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    jobs = min(args.clients, os.cpu_count() or 1)
+    verdict: dict[str, bool] = {}
+
+    def body(store: RunStore) -> None:
+        with session(load_inventory(None)) as s, waits.WaitSampler(args.interval_ms / 1000) as sampler:
+            node = s.deploy.node("bench", "local", SETTINGS).start()
+            node.query(f"create database {DB}")
+            node.host.run([node.bin("pgbench"), "-i", "-s", str(args.scale), DB], env=node.pg_env(), timeout=1800)
+            argv_ = pgbench.pgbench_argv(node, DB, clients=args.clients, jobs=jobs, duration_s=args.seconds,
+                                         no_vacuum=True)
+            say(f"command: {' '.join(argv_)}; {args.blocks} blocks of 3 runs in a seeded order")
+            rows, cpu_s, wall_s = [], 0.0, 0.0
+            for pl in plan_blocks(["without", "with"], "without", [Group("g")], args.blocks, args.seed):
+                reset_tables(node)
+                point = store.point(pl.id, **pl.factors())
+                if pl.config == "with":
+                    with sampler.recording(point, {"bench": node}):
+                        res = pgbench.run(node, point, argv_, timeout=args.seconds + 60)
+                    cpu_s += point.meta["waits"]["sampler_cpu_s"]
+                    wall_s += args.seconds
+                else:
+                    res = pgbench.run(node, point, argv_, timeout=args.seconds + 60)
+                if res.exit_code != 0:
+                    raise RunFailed(f"{pl.id}: pgbench exited {res.exit_code}")
+                tps = float(parse_summary(res.stdout, res.stderr)["tps"])
+                rows.append({**pl.factors(), "value": tps})
+                say(f"{pl.id:>24}: {tps:9.1f} tps")
+            r = effects.block_ratios(pd.DataFrame(rows), "without")
+            with_ = r[r.config == "with"].ratio.to_numpy()
+            noise = effects.noise_floor(r[r.config == effects.AA].ratio)
+            med, lo, hi, method = effects.interval(with_)
+            say("per-block with/without: " + ", ".join(f"{v:.3f}" for v in with_))
+            say("per-block A/A:          " + ", ".join(f"{v:.3f}" for v in r[r.config == effects.AA].ratio))
+            say(f"sampler effect: {med:.3f} [{lo:.3f}, {hi:.3f}] ({method}, {len(with_)} blocks); "
+                f"noise floor +-{100 * noise:.1f}%")
+            within = (lo <= 1 <= hi) or abs(med - 1) <= noise
+            share = cpu_s / ((os.cpu_count() or 1) * wall_s) if wall_s else float("nan")
+            say(f"effect within the noise floor: {'PASS' if within else 'FAIL'}")
+            say(f"sampler CPU: {cpu_s:.3f} s over {wall_s:.0f} s sampled = {100 * share:.3f}% of the machine's CPU "
+                f"(goal <= {100 * CPU_GOAL:.1f}%): {'PASS' if share <= CPU_GOAL else 'FAIL'}")
+            verdict.update(ok=bool(within and share <= CPU_GOAL and not np.isnan(share)))
+
+    code = run_main("wait_sampler_cost", args, body)
+    return code if code else (0 if verdict.get("ok") else 1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
