@@ -273,7 +273,7 @@ def fig_standby_reads(a: Analysis, out: Path) -> list[Path]:
     r = a.reads.copy()
     fig, ax = plt.subplots(figsize=(6.5, 3.8))
     order = [c for c in ("loaded", AA) if c in set(r.config)]
-    sns.stripplot(data=r, x="config", y="ratio", order=order, ax=ax, jitter=0.08, size=6)
+    sns.stripplot(data=r, x="config", y="ratio", order=order, ax=ax, jitter=False, size=6)  # jitter is random
     for i, c in enumerate(order):
         med, lo, hi, _ = effects.interval(r[r.config == c].ratio.to_numpy())
         ax.errorbar([i + 0.25], [med], yerr=[[med - lo], [hi - med]], color="black", marker="_", capsize=4)
