@@ -7,19 +7,25 @@ a test failure means the parser disagrees with what the tool printed.
 
 from __future__ import annotations
 
+import gzip
 import json
+import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from pglab.errors import ParseError
 from pglab.parsers.detect import EXPECTED_FORMATS, detect_and_parse, parse_many
 from pglab.parsers.pgbench import (
+    merged_percentiles,
     parse_aggregate_log,
     parse_init,
     parse_progress,
     parse_summary,
     parse_transaction_log,
+    parse_transaction_log_file,
+    transaction_latencies_ms,
 )
 from pglab.parsers.sysbench import parse_run
 
@@ -372,6 +378,214 @@ def test_transaction_log_refuses_other_text() -> None:
         parse_transaction_log("0 1 2902 0 1795266855 224775\nhello world\n")
     with pytest.raises(ParseError, match="per-transaction log"):
         parse_transaction_log(read("pgbench/15/run_T.stdout"))
+
+
+# The vectorised, chunked reader against the line-by-line parser it replaced, kept here verbatim as the
+# reference (only renamed): same dict on every captured log, same errors on bad input.
+
+def _reference_lines(text: str) -> list[str]:
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+def _reference_percentile(sorted_values: list[float], q: float) -> float | None:
+    n = len(sorted_values)
+    if n == 0:
+        return None
+    pos = (n - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, n - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def _reference_parse(text: str, seventh_column: str | None = None) -> dict[str, Any]:
+    """parse_transaction_log as it was: a Python loop keeping every row as a list of strings."""
+    if seventh_column not in (None, "lag", "retries"):
+        raise ValueError(f"seventh_column must be 'lag', 'retries' or None, not {seventh_column!r}")
+    latencies: list[float] = []
+    rows: list[list[str]] = []
+    failed = serialization = deadlock = skipped = 0
+    for lineno, raw in enumerate(_reference_lines(text), 1):
+        tok = raw.split()
+        if not tok:
+            continue
+        ok = 6 <= len(tok) <= 8 and all(t.isdigit() for t in tok[:2] + tok[3:])
+        t = tok[2] if ok else ""
+        if not ok or not (t.isdigit() or t in {"failed", "serialization", "deadlock"} or t == "skipped"):
+            raise ParseError(
+                f"not a pgbench per-transaction log: line {lineno} is {raw.strip()[:80]!r}; expected "
+                "'client_id transaction_no time script_no time_epoch time_us [schedule_lag] [retries]' "
+                "with time in microseconds or failed/serialization/deadlock/skipped")
+        if t.isdigit():
+            latencies.append(int(t) / 1000.0)
+        elif t == "skipped":
+            skipped += 1
+        else:
+            failed += 1
+            serialization += t == "serialization"
+            deadlock += t == "deadlock"
+        rows.append(tok)
+    if not rows:
+        raise ParseError("not a pgbench per-transaction log: no transaction lines")
+    ncols = {len(r) for r in rows}
+    if len(ncols) != 1:
+        raise ParseError(f"not a pgbench per-transaction log: lines have {sorted(ncols)} columns; "
+                         "one log always has the same number")
+    n = ncols.pop()
+    layout = ["client_id", "transaction_no", "time", "script_no", "time_epoch", "time_us"]
+    lag_col = retries_col = None
+    if n == 8:
+        lag_col, retries_col = 6, 7
+        layout += ["schedule_lag", "retries"]
+    elif n == 7:
+        kind = seventh_column or ("lag" if skipped else None)
+        if kind == "lag":
+            lag_col = 6
+        elif kind == "retries":
+            retries_col = 6
+        layout.append({"lag": "schedule_lag", "retries": "retries", None: "lag_or_retries"}[kind])
+    latencies.sort()
+    ends = [int(r[4]) + int(r[5]) / 1e6 for r in rows]
+    return {
+        "tool": "pgbench", "columns": n, "layout": layout,
+        "transactions": len(latencies), "failed": failed,
+        "serialization_failures": serialization, "deadlock_failures": deadlock, "skipped": skipped,
+        "clients": len({r[0] for r in rows}), "script_numbers": sorted({int(r[3]) for r in rows}),
+        "first_end_epoch": min(ends), "last_end_epoch": max(ends),
+        "latency_avg_ms": sum(latencies) / len(latencies) if latencies else None,
+        "latency_min_ms": latencies[0] if latencies else None,
+        "latency_max_ms": latencies[-1] if latencies else None,
+        "p50_ms": _reference_percentile(latencies, 50), "p95_ms": _reference_percentile(latencies, 95),
+        "p99_ms": _reference_percentile(latencies, 99),
+        "lag_avg_ms": (sum(int(r[lag_col]) for r in rows) / len(rows) / 1000.0
+                       if lag_col is not None else None),
+        "retries_total": sum(int(r[retries_col]) for r in rows) if retries_col is not None else None,
+    }
+
+
+def assert_same_parse(got: dict[str, Any], ref: dict[str, Any]) -> None:
+    """Same keys and values; floats to rel 1e-12 (the new mean is exact, the old one summed floats)."""
+    assert got.keys() == ref.keys()
+    for key, want in ref.items():
+        if isinstance(want, float):
+            assert isinstance(got[key], float) and got[key] == pytest.approx(want, rel=1e-12), key
+        else:
+            assert got[key] == want and type(got[key]) is type(want), key
+
+
+TXLOGS = sorted(PG.glob("*/txlog*"))
+
+
+@pytest.mark.parametrize("seventh", [None, "lag", "retries"])
+@pytest.mark.parametrize("path", TXLOGS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_transaction_log_file_gives_the_reference_numbers(path: Path, seventh: str | None) -> None:
+    ref = _reference_parse(path.read_text(), seventh)
+    got = parse_transaction_log_file(path, seventh)
+    assert_same_parse(got, ref)
+    # percentiles, min, max and end times are computed as the reference did: equal to the last bit
+    for key in ("p50_ms", "p95_ms", "p99_ms", "latency_min_ms", "latency_max_ms", "first_end_epoch",
+                "last_end_epoch", "lag_avg_ms"):
+        assert got[key] == ref[key], key
+    assert parse_transaction_log(path.read_text(), seventh) == got  # the text wrapper: the same reader
+
+
+def test_captured_logs_are_all_compared() -> None:
+    assert len(TXLOGS) == len(EXPECTED_TXLOGS) == 10
+
+
+@pytest.mark.parametrize("path", [PG / "15/txlog_failures", PG / "14/txlog_rate", PG / "18/txlog_retries"],
+                         ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_transaction_log_chunk_boundaries(path: Path) -> None:
+    """Chunks of 64 bytes (lines cut everywhere, hundreds of chunks) or of 7 (shorter than a line)."""
+    whole = parse_transaction_log_file(path, "lag")
+    assert path.stat().st_size > 64 * 300  # hundreds of chunks
+    for chunk_bytes in (64, 7, 4096):
+        assert parse_transaction_log_file(path, "lag", chunk_bytes=chunk_bytes) == whole
+    assert np.array_equal(transaction_latencies_ms(path, chunk_bytes=64), transaction_latencies_ms(path))
+
+
+def _raises_like_reference(text: str, tmp_path: Path, seventh: str | None = None) -> str:
+    with pytest.raises(ParseError) as ref:
+        _reference_parse(text, seventh)
+    log = tmp_path / "pgbench_log.1"
+    log.write_text(text)
+    for chunk_bytes in (200, 1 << 20):
+        with pytest.raises(ParseError) as got:
+            parse_transaction_log_file(log, seventh, chunk_bytes=chunk_bytes)
+        assert str(got.value) == str(ref.value)
+    with pytest.raises(ParseError) as got:
+        parse_transaction_log(text, seventh)
+    assert str(got.value) == str(ref.value)
+    return str(ref.value)
+
+
+def test_transaction_log_file_errors_are_the_reference_ones(tmp_path: Path) -> None:
+    log = (PG / "15/txlog_failures").read_text()
+    lines = log.splitlines(keepends=True)
+    good = "".join(lines[:1500])
+    cases = {
+        "bad line far in": good + "0 1 2902 0 1795266855 x\n" + "".join(lines[1500:]),
+        "non-numeric time": good + "0 1 slow 0 1795266855 224775\n",
+        "hex number": good + "0 1 0x10 0 1795266855 224775\n",
+        "signed number": good + "0 1 2902 -1 1795266855 224775\n",
+        "word out of place": good + "0 1 2902 failed 1795266855 224775\n",
+        "too few columns": good + "0 1 2902 0 1795266855\n",
+        "too many columns": good + "0 1 2902 0 1795266855 224775 1 2 3\n",
+        "columns change": good + "0 1 2902 0 1795266855 224775 5\n" + "".join(lines[1500:]),
+        "blank lines then a bad one": good + "\n\n  \n" + "hello world\n",
+        "crlf then a bad one": good.replace("\n", "\r\n") + "hello\r\n",
+        "summary": read("pgbench/15/run_T.stdout"),
+        "empty": "",
+        "blank": "\n \n\n",
+    }
+    messages = {name: _raises_like_reference(text, tmp_path) for name, text in cases.items()}
+    assert "line 1501 is '0 1 2902 0 1795266855 x'" in messages["bad line far in"]
+    assert "lines have [6, 7] columns" in messages["columns change"]
+    assert messages["empty"] == messages["blank"] == "not a pgbench per-transaction log: no transaction lines"
+
+
+def test_transaction_log_file_reads_what_a_whitespace_split_accepts(tmp_path: Path) -> None:
+    """Tabs, runs of spaces, CRLF, blank lines, no final newline: pgbench writes none, the reference read them."""
+    lines = (PG / "18/txlog_rate").read_text().splitlines()
+    text = "\r\n".join(ln.replace(" ", "\t", 1) if i % 7 == 0 else ln.replace(" ", "   ")
+                       for i, ln in enumerate(lines)) + "\n\n"
+    log = tmp_path / "odd.log"
+    log.write_text(text, newline="")
+    ref = _reference_parse(text)
+    for chunk_bytes in (100, 1 << 20):
+        assert_same_parse(parse_transaction_log_file(log, chunk_bytes=chunk_bytes), ref)
+
+
+def test_transaction_latencies_merged_over_logs(tmp_path: Path) -> None:
+    a, b = PG / "15/txlog_failures", PG / "18/txlog"
+    la, lb = transaction_latencies_ms(a), transaction_latencies_ms(b)
+    assert np.array_equal(la, _independent_latencies_ms(a)) and np.array_equal(lb, _independent_latencies_ms(b))
+    both = np.concatenate([la, lb])
+    assert np.array_equal(transaction_latencies_ms([a, b]), both)
+    merged = merged_percentiles([a, b])
+    assert merged["n"] == len(both) == 637 + 2000
+    for q in (50, 95, 99):
+        assert merged[q] == pytest.approx(np.percentile(both, q), rel=1e-12)
+    # arrays, paths or both: the same numbers; not the average of each log's percentiles
+    assert merged_percentiles([la, lb]) == merged_percentiles([a, lb]) == merged
+    assert merged[99] != pytest.approx((np.percentile(la, 99) + np.percentile(lb, 99)) / 2)
+    assert merged_percentiles([a], qs=(99.9,))[99.9] == pytest.approx(np.percentile(la, 99.9), rel=1e-12)
+    # the latencies are those of the full parse, and a log pglab stored gzipped reads the same
+    ref = parse_transaction_log_file(a)
+    assert merged_percentiles(a)[95] == ref["p95_ms"] and len(la) == ref["transactions"]
+    gz = tmp_path / "pgbench_log.7.1.gz"
+    gz.write_bytes(gzip.compress(a.read_bytes()))
+    assert np.array_equal(transaction_latencies_ms(gz, chunk_bytes=1000), la)
+    assert parse_transaction_log_file(gz) == ref
+    assert merged_percentiles([]) == {"n": 0, 50: None, 95: None, 99: None}
+
+
+def test_transaction_latencies_name_the_refused_log(tmp_path: Path) -> None:
+    bad = tmp_path / "pgbench_log.2"
+    bad.write_text("0 1 2902 0 1795266855 224775\n0 2 slow 0 1795266855 224775\n")
+    with pytest.raises(ParseError, match=r"pgbench_log.2: not a pgbench per-transaction log: line 2 is "):
+        transaction_latencies_ms([PG / "15/txlog", bad])
+    with pytest.raises(ParseError, match=r"run_T.stdout: not a pgbench per-transaction log: line 1 is"):
+        merged_percentiles([PG / "15/run_T.stdout"])
 
 
 # ---------------------------------------------------------------------------------------------

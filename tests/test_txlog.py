@@ -36,7 +36,7 @@ def test_every_captured_log_gives_the_same_numbers(path: Path) -> None:
 def test_small_blocks_gzip_and_merging(tmp_path: Path) -> None:
     a, b = REPO / "tests/data/pgbench/15/txlog_failures", REPO / "tests/data/pgbench/18/txlog"
     whole = transaction_latencies_ms(a)
-    assert np.array_equal(transaction_latencies_ms(a, block_bytes=4096), whole)  # many blocks, lines split
+    assert np.array_equal(transaction_latencies_ms(a, chunk_bytes=4096), whole)  # many chunks, lines split
     gz = tmp_path / "pgbench_log.1.gz"
     with open(a, "rb") as src, gzip.open(gz, "wb") as dst:
         shutil.copyfileobj(src, dst)

@@ -34,10 +34,18 @@ Version differences handled (tests/data holds real output of 9.6, 14, 15 and 18)
 
 from __future__ import annotations
 
+import functools
+import gzip
+import io
 import math
+import os
 import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
 
 from pglab.errors import ParseError
 
@@ -382,8 +390,24 @@ def parse_init(stderr: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 # -l per-transaction log
 # --------------------------------------------------------------------------------------------
+#
+# A paper-profile point writes logs of about 1 GB, so a log is read vectorised and in chunks (pyarrow's
+# CSV reader, blocks of a chunk parsed on every core), keeping counters and the successful latencies
+# (8 bytes each, a quarter of the file), never rows. Every field is converted to an unsigned integer;
+# the words of the time column are read as nulls and told apart by counting letters only one of them
+# has (faster than reading that column as text). A chunk the vectorised reader refuses, or where it
+# could read what the line-by-line rules refuse, is read again line by line with those rules: bad
+# input gets the same error, with its line number, and what a whitespace split accepts (tabs, runs of
+# spaces, ``\r``) the same numbers.
 
 _FAIL_WORDS = {"failed", "serialization", "deadlock"}
+_TIME_WORDS = ("failed", "serialization", "deadlock", "skipped")
+#: Bytes read at a time. Memory: the chunk, its parsed columns (about as much again) and the
+#: latencies kept so far (8 bytes per successful transaction, about a quarter of the file).
+CHUNK_BYTES = 16 << 20
+_BLOCK_BYTES = 4 << 20  # pyarrow parses the blocks of a chunk in parallel
+_EXPECTED_LINE = ("'client_id transaction_no time script_no time_epoch time_us [schedule_lag] [retries]' "
+                  "with time in microseconds or failed/serialization/deadlock/skipped")
 
 
 def percentile(sorted_values: list[float], q: float) -> float | None:
@@ -397,6 +421,345 @@ def percentile(sorted_values: list[float], q: float) -> float | None:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
+def _percentiles(values: np.ndarray, qs: Sequence[float]) -> tuple[list[float | None], float | None, float | None]:
+    """:func:`percentile` of each q, the min and the max, partitioning ``values`` in place (O(n), no sort).
+
+    Same arithmetic as :func:`percentile` on the sorted data, so the same numbers to the last bit.
+    """
+    n = len(values)
+    if n == 0:
+        return [None] * len(qs), None, None
+    where = []
+    for q in qs:
+        pos = (n - 1) * q / 100.0
+        lo = math.floor(pos)
+        where.append((pos, lo, min(lo + 1, n - 1)))
+    values.partition(sorted({0, n - 1, *(i for _, lo, hi in where for i in (lo, hi))}))
+    out = [float(values[lo] + (values[hi] - values[lo]) * (pos - lo)) for pos, lo, hi in where]
+    return out, float(values[0]), float(values[n - 1])
+
+
+class _Latencies:
+    """Successful latencies (ms) written into one growing float64 array, in file order.
+
+    No array per chunk and no concatenation at the end (which would double the peak). The array is
+    allocated for the most lines the input can hold; pages never written cost no memory.
+    """
+
+    def __init__(self, input_bytes: int = 0) -> None:
+        # a line is at least 12 bytes ("0 0 0 0 0 0\n"); capped so that a huge merge grows instead
+        self.values = np.empty(min(input_bytes // 12 + 1024, 1 << 27), dtype=np.float64)
+        self.n = 0
+        self.sum_us = 0
+
+    def _room(self, k: int) -> np.ndarray:
+        if self.n + k > len(self.values):
+            self.values.resize(max(2 * len(self.values), self.n + k), refcheck=False)  # no view of it is out
+        self.n += k
+        return self.values[self.n - k:self.n]
+
+    def add_us(self, us: np.ndarray) -> None:
+        np.divide(us, 1000.0, out=self._room(len(us)))  # int / 1000.0 in doubles, as in Python
+        self.sum_us += int(us.sum())
+
+    def add_ms(self, ms: np.ndarray) -> None:
+        self._room(len(ms))[:] = ms
+
+    def take(self) -> np.ndarray:
+        """The latencies, trimmed to their count (the array is handed over: this object is emptied)."""
+        values, n = self.values, self.n
+        self.values, self.n, self.sum_us = np.empty(0), 0, 0
+        values.resize(n, refcheck=False)
+        return values
+
+
+@dataclass
+class _TxLogScan:
+    """What one pass over a log keeps: counters and the successful latencies (ms), not rows."""
+
+    lat: _Latencies = field(default_factory=_Latencies)
+    rows: int = 0
+    failed: int = 0
+    serialization: int = 0
+    deadlock: int = 0
+    skipped: int = 0
+    columns: set[int] = field(default_factory=set)
+    clients: set[int] = field(default_factory=set)
+    scripts: set[int] = field(default_factory=set)
+    first_end: float = math.inf
+    last_end: float = -math.inf
+    sum_col7: int = 0  # 7th column (lag or retries) over every row
+    sum_col8: int = 0
+
+    def check(self) -> int:
+        """The column count, after refusing what is not a log (the line-by-line parser's messages)."""
+        if not self.rows:
+            raise ParseError("not a pgbench per-transaction log: no transaction lines")
+        if len(self.columns) != 1:
+            raise ParseError(f"not a pgbench per-transaction log: lines have {sorted(self.columns)} columns; "
+                             "one log always has the same number")
+        return next(iter(self.columns))
+
+
+def _scan_lines(text: str, first_lineno: int, acc: _TxLogScan) -> None:
+    """Line-by-line rules (the reference): a bad line is an error naming it, blank lines are skipped."""
+    lat: list[int] = []
+    for lineno, raw in enumerate(_lines(text), first_lineno):
+        tok = raw.split()
+        if not tok:
+            continue
+        ok = 6 <= len(tok) <= 8 and all(t.isdigit() for t in tok[:2] + tok[3:])
+        t = tok[2] if ok else ""
+        if not ok or not (t.isdigit() or t in _FAIL_WORDS or t == "skipped"):
+            raise ParseError(f"not a pgbench per-transaction log: line {lineno} is {raw.strip()[:80]!r}; "
+                             f"expected {_EXPECTED_LINE}")
+        if t.isdigit():
+            lat.append(int(t))
+        elif t == "skipped":
+            acc.skipped += 1
+        else:
+            acc.failed += 1
+            acc.serialization += t == "serialization"
+            acc.deadlock += t == "deadlock"
+        acc.rows += 1
+        acc.columns.add(len(tok))
+        acc.clients.add(int(tok[0]))
+        acc.scripts.add(int(tok[3]))
+        end = int(tok[4]) + int(tok[5]) / 1e6
+        acc.first_end, acc.last_end = min(acc.first_end, end), max(acc.last_end, end)
+        acc.sum_col7 += int(tok[6]) if len(tok) > 6 else 0
+        acc.sum_col8 += int(tok[7]) if len(tok) > 7 else 0
+    acc.lat.add_ms(np.array([v / 1000.0 for v in lat], dtype=np.float64))
+    acc.lat.sum_us += sum(lat)
+
+
+@functools.cache
+def _arrow_options() -> dict[str, Any]:
+    """pyarrow and its CSV options, imported on first use (a second of import the other parsers don't need)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pv
+
+    # unsigned: a sign is refused, as by isdigit(); uint32 converts faster, uint64 when a value overflows it.
+    # The words of the time column read as nulls (anywhere else, a null is refused).
+    kinds = [{f"f{i}": t for i in range(8)} for t in (pa.uint32(), pa.uint64())]
+    return {
+        "pa": pa, "pc": pc, "pv": pv,
+        # no quoting: a log has none, and the tokenizer is faster without
+        "parse": pv.ParseOptions(delimiter=" ", quote_char=False, double_quote=False, escape_char=False),
+        "full": [pv.ConvertOptions(column_types=types, null_values=list(_TIME_WORDS)) for types in kinds],
+        "latencies": [pv.ConvertOptions(column_types=types, include_columns=["f2"], null_values=list(_TIME_WORDS))
+                      for types in kinds],
+    }
+
+
+def _count_byte(buf: bytearray, end: int, byte: bytes, sparse: bool) -> int:
+    """How many times ``byte`` occurs in ``buf[:end]``: memchr hops when rare, one numpy pass otherwise."""
+    if not sparse:
+        return int(np.count_nonzero(np.frombuffer(buf, dtype=np.uint8, count=end) == byte[0]))
+    n, i = 0, buf.find(byte, 0, end)
+    while i >= 0:
+        n, i = n + 1, buf.find(byte, i + 1, end)
+    return n
+
+
+def _add_distinct(known: set[int], col: Any, pc: Any) -> None:
+    """Add a column's distinct values to ``known``; a min/max pass suffices when they lie in a known range."""
+    mm = pc.min_max(col).as_py()
+    if known and len(known) == max(known) - min(known) + 1 and min(known) <= mm["min"] and mm["max"] <= max(known):
+        return
+    known.update(pc.unique(col).to_pylist())
+
+
+def _scan_chunk_arrow(buf: bytearray, end: int, acc: _TxLogScan, full: bool) -> bool:
+    """Add ``buf[:end]`` (whole lines) to ``acc`` vectorised; False, with ``acc`` untouched, if it can't.
+
+    ``full`` converts every column (the parse's counters); otherwise only the time column is converted
+    (latencies), the others are only counted.
+    """
+    # pyarrow reads '0x1F' as an integer; isdigit() does not (no 'x' or 'X' in the words either)
+    if buf.find(b"x", 0, end) >= 0 or buf.find(b"X", 0, end) >= 0:
+        return False
+    o = _arrow_options()
+    pa, pc, pv = o["pa"], o["pc"], o["pv"]
+    if not full:
+        nl = buf.find(b"\n", 0, end)
+        first = bytes(buf[:nl if nl >= 0 else end]).rstrip(b"\r")
+        ncols = first.count(b" ") + 1  # pyarrow checks that every row of the chunk has as many
+        if not first or not 6 <= ncols <= 8:
+            return False
+    read = pv.ReadOptions(autogenerate_column_names=True, block_size=min(_BLOCK_BYTES, end))
+    table = None
+    with memoryview(buf) as view:
+        for convert in o["full" if full else "latencies"]:
+            try:
+                table = pv.read_csv(pa.py_buffer(view[:end]), read_options=read, parse_options=o["parse"],
+                                    convert_options=convert)
+                break
+            except pa.ArrowInvalid:
+                continue
+    if table is None:
+        return False
+    if not full:
+        col = table.column(0)
+        acc.lat.add_us(pc.drop_null(col).to_numpy())
+        acc.rows += table.num_rows
+        acc.failed += col.null_count  # failed and skipped together: not told apart here
+        acc.columns.add(ncols)
+        return True
+    ncols = table.num_columns
+    if not 6 <= ncols <= 8 or any(table.column(i).null_count for i in range(ncols) if i != 2):
+        return False
+    time_col = table.column(2)
+    words = time_col.null_count
+    failed = serialization = deadlock = 0
+    if words:
+        # Every other token converted to an unsigned decimal and none holds an 'x', so the only letters
+        # are the words' own: 'f' is only in failed, 'z' in serialization, 'c' in deadlock.
+        sparse = words < 20_000  # Python hops cost less than numpy passes
+        failed, serialization, deadlock = (_count_byte(buf, end, c, sparse) for c in (b"f", b"z", b"c"))
+        if failed + serialization + deadlock > words:
+            return False
+    epoch = table.column(4).to_numpy().astype(np.float64)
+    ends = epoch + table.column(5).to_numpy() / 1e6  # int + int / 1e6, in doubles as in Python
+    acc.lat.add_us((pc.drop_null(time_col) if words else time_col).to_numpy())
+    acc.rows += table.num_rows
+    acc.failed += failed + serialization + deadlock
+    acc.serialization += serialization
+    acc.deadlock += deadlock
+    acc.skipped += words - failed - serialization - deadlock
+    acc.columns.add(ncols)
+    _add_distinct(acc.clients, table.column(0), pc)
+    _add_distinct(acc.scripts, table.column(3), pc)
+    acc.first_end, acc.last_end = min(acc.first_end, float(ends.min())), max(acc.last_end, float(ends.max()))
+    acc.sum_col7 += pc.sum(table.column(6)).as_py() if ncols > 6 else 0
+    acc.sum_col8 += pc.sum(table.column(7)).as_py() if ncols > 7 else 0
+    return True
+
+
+def _fill(stream: BinaryIO, buf: bytearray, start: int) -> int:
+    """Read into ``buf[start:]`` until it is full or the stream ends; the end of the data in ``buf``."""
+    pos = start
+    with memoryview(buf) as view:
+        while pos < len(buf):
+            n = stream.readinto(view[pos:])
+            if not n:
+                break
+            pos += n
+    return pos
+
+
+def _chunks(stream: BinaryIO, chunk_bytes: int) -> Iterator[tuple[int, bytearray, int]]:
+    """``(offset, buf, end)``: ``buf[:end]`` holds whole lines read from ``offset`` of the stream.
+
+    One buffer is reused (valid until the next item); a line longer than it grows it.
+    """
+    buf = bytearray(max(chunk_bytes, 1))
+    keep = offset = 0  # keep: bytes of an unfinished line carried to the front of buf
+    while True:
+        end = _fill(stream, buf, keep)
+        if end < len(buf):  # end of the stream
+            if end:
+                yield offset, buf, end
+            return
+        cut = buf.rfind(b"\n", 0, end) + 1
+        if cut == 0:
+            buf, keep = buf + bytearray(len(buf)), end
+            continue
+        yield offset, buf, cut
+        offset += cut
+        keep = end - cut
+        buf[:keep] = buf[cut:end]
+
+
+def _lines_before(open_stream: Callable[[], BinaryIO], nbytes: int) -> int:
+    """How many lines (as :func:`_lines` splits them) the first ``nbytes`` hold: only for an error message."""
+    count, after_cr = 0, False
+    with open_stream() as f:
+        while nbytes > 0:
+            data = f.read(min(nbytes, 16 << 20))
+            if not data:
+                break
+            nbytes -= len(data)
+            count += data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n") - (after_cr and data[:1] == b"\n")
+            after_cr = data[-1:] == b"\r"
+    return count
+
+
+def _scan(open_stream: Callable[[], BinaryIO], chunk_bytes: int, lat: _Latencies, full: bool = True) -> _TxLogScan:
+    """One pass over a log, chunk by chunk, latencies added to ``lat``; a chunk the vectorised reader
+    refuses is read line by line."""
+    if chunk_bytes < 1:
+        raise ValueError(f"chunk_bytes must be positive, not {chunk_bytes}")
+    acc = _TxLogScan(lat)
+    with open_stream() as f:
+        for offset, buf, end in _chunks(f, chunk_bytes):
+            if not _scan_chunk_arrow(buf, end, acc, full):
+                text = bytes(buf[:end]).decode("utf-8", errors="replace")
+                _scan_lines(text, _lines_before(open_stream, offset) + 1, acc)
+    return acc
+
+
+def _input_bytes(path: str | os.PathLike[str]) -> int:
+    """The file's size, or 4 times that gzipped (a guess: the latency array grows if short)."""
+    return os.path.getsize(path) * (4 if str(path).endswith(".gz") else 1)
+
+
+def _opener(path: str | os.PathLike[str]) -> Callable[[], BinaryIO]:
+    """Opens ``path`` for reading bytes; gunzipped when it ends in ``.gz`` (how pglab stores fetched logs)."""
+    p = Path(path)
+    if p.suffix == ".gz":
+        return lambda: gzip.open(p, "rb")  # type: ignore[return-value]
+    return lambda: open(p, "rb", buffering=0)  # unbuffered: read straight into the chunk buffer
+
+
+def _check_seventh(seventh_column: str | None) -> None:
+    if seventh_column not in (None, "lag", "retries"):
+        raise ValueError(f"seventh_column must be 'lag', 'retries' or None, not {seventh_column!r}")
+
+
+def _summary(acc: _TxLogScan, seventh_column: str | None) -> dict[str, Any]:
+    """The parse's dict from a pass's counters (frees the latencies)."""
+    n = acc.check()
+    layout = ["client_id", "transaction_no", "time", "script_no", "time_epoch", "time_us"]
+    lag_sum = retries_sum = None
+    if n == 8:
+        lag_sum, retries_sum = acc.sum_col7, acc.sum_col8
+        layout += ["schedule_lag", "retries"]
+    elif n == 7:
+        kind = seventh_column or ("lag" if acc.skipped else None)
+        if kind == "lag":
+            lag_sum = acc.sum_col7
+        elif kind == "retries":
+            retries_sum = acc.sum_col7
+        layout.append({"lag": "schedule_lag", "retries": "retries", None: "lag_or_retries"}[kind])
+    sum_us = acc.lat.sum_us
+    lat = acc.lat.take()
+    (p50, p95, p99), lo, hi = _percentiles(lat, (50, 95, 99))
+    return {
+        "tool": "pgbench", "columns": n, "layout": layout,
+        "transactions": len(lat), "failed": acc.failed,
+        "serialization_failures": acc.serialization, "deadlock_failures": acc.deadlock, "skipped": acc.skipped,
+        "clients": len(acc.clients), "script_numbers": sorted(acc.scripts),
+        "first_end_epoch": acc.first_end, "last_end_epoch": acc.last_end,
+        "latency_avg_ms": sum_us / len(lat) / 1000.0 if len(lat) else None,
+        "latency_min_ms": lo, "latency_max_ms": hi,
+        "p50_ms": p50, "p95_ms": p95, "p99_ms": p99,
+        "lag_avg_ms": lag_sum / acc.rows / 1000.0 if lag_sum is not None else None,
+        "retries_total": retries_sum,
+    }
+
+
+def parse_transaction_log_file(path: str | os.PathLike[str], seventh_column: str | None = None,
+                               chunk_bytes: int = CHUNK_BYTES) -> dict[str, Any]:
+    """A ``-l`` log file (plain or ``.gz``), read in chunks: :func:`parse_transaction_log`'s dict and errors.
+
+    Memory stays near a chunk plus 8 bytes per successful transaction, whatever the file's size.
+    """
+    _check_seventh(seventh_column)
+    return _summary(_scan(_opener(path), chunk_bytes, _Latencies(_input_bytes(path))), seventh_column)
+
+
 def parse_transaction_log(text: str, seventh_column: str | None = None) -> dict[str, Any]:
     """A ``-l`` log: ``client_id transaction_no time script_no time_epoch time_us [lag] [retries]``.
 
@@ -407,69 +770,69 @@ def parse_transaction_log(text: str, seventh_column: str | None = None) -> dict[
     ``"retries"``; without it the column is read as lag only when skipped rows prove ``--rate``,
     and otherwise left out of the result (``layout`` then says ``lag_or_retries``).
     Percentiles and averages are over successful transactions; ``lag_avg_ms`` is over every
-    logged row, skipped ones included.
+    logged row, skipped ones included. ``clients`` counts distinct client ids as numbers (the first
+    parser compared them as text: '03' and '3', which pgbench never writes, counted twice). A file is
+    better read with :func:`parse_transaction_log_file` (no copy of it in memory as text).
     """
-    if seventh_column not in (None, "lag", "retries"):
-        raise ValueError(f"seventh_column must be 'lag', 'retries' or None, not {seventh_column!r}")
-    latencies: list[float] = []
-    rows: list[list[str]] = []
-    failed = serialization = deadlock = skipped = 0
-    for lineno, raw in enumerate(_lines(text), 1):
-        tok = raw.split()
-        if not tok:
+    _check_seventh(seventh_column)
+    data = text.encode("utf-8", errors="replace")
+    return _summary(_scan(lambda: io.BytesIO(data), CHUNK_BYTES, _Latencies(len(data))), seventh_column)
+
+
+LatencySource = str | os.PathLike[str] | np.ndarray
+
+
+def _merge_into(lat: _Latencies, items: Iterable[LatencySource], chunk_bytes: int) -> None:
+    """Every successful latency of ``items`` (logs, or arrays of ms) appended to ``lat``, in order."""
+    for item in items:
+        if isinstance(item, np.ndarray):
+            lat.add_ms(np.asarray(item, dtype=np.float64).ravel())
             continue
-        ok = 6 <= len(tok) <= 8 and all(t.isdigit() for t in tok[:2] + tok[3:])
-        t = tok[2] if ok else ""
-        if not ok or not (t.isdigit() or t in _FAIL_WORDS or t == "skipped"):
-            raise ParseError(
-                f"not a pgbench per-transaction log: line {lineno} is {raw.strip()[:80]!r}; expected "
-                "'client_id transaction_no time script_no time_epoch time_us [schedule_lag] [retries]' "
-                "with time in microseconds or failed/serialization/deadlock/skipped")
-        if t.isdigit():
-            latencies.append(int(t) / 1000.0)
-        elif t == "skipped":
-            skipped += 1
-        else:
-            failed += 1
-            serialization += t == "serialization"
-            deadlock += t == "deadlock"
-        rows.append(tok)
-    if not rows:
-        raise ParseError("not a pgbench per-transaction log: no transaction lines")
-    ncols = {len(r) for r in rows}
-    if len(ncols) != 1:
-        raise ParseError(f"not a pgbench per-transaction log: lines have {sorted(ncols)} columns; "
-                         "one log always has the same number")
-    n = ncols.pop()
-    layout = ["client_id", "transaction_no", "time", "script_no", "time_epoch", "time_us"]
-    lag_col = retries_col = None
-    if n == 8:
-        lag_col, retries_col = 6, 7
-        layout += ["schedule_lag", "retries"]
-    elif n == 7:
-        kind = seventh_column or ("lag" if skipped else None)
-        if kind == "lag":
-            lag_col = 6
-        elif kind == "retries":
-            retries_col = 6
-        layout.append({"lag": "schedule_lag", "retries": "retries", None: "lag_or_retries"}[kind])
-    latencies.sort()
-    ends = [int(r[4]) + int(r[5]) / 1e6 for r in rows]
-    return {
-        "tool": "pgbench", "columns": n, "layout": layout,
-        "transactions": len(latencies), "failed": failed,
-        "serialization_failures": serialization, "deadlock_failures": deadlock, "skipped": skipped,
-        "clients": len({r[0] for r in rows}), "script_numbers": sorted({int(r[3]) for r in rows}),
-        "first_end_epoch": min(ends), "last_end_epoch": max(ends),
-        "latency_avg_ms": sum(latencies) / len(latencies) if latencies else None,
-        "latency_min_ms": latencies[0] if latencies else None,
-        "latency_max_ms": latencies[-1] if latencies else None,
-        "p50_ms": percentile(latencies, 50), "p95_ms": percentile(latencies, 95),
-        "p99_ms": percentile(latencies, 99),
-        "lag_avg_ms": (sum(int(r[lag_col]) for r in rows) / len(rows) / 1000.0
-                       if lag_col is not None else None),
-        "retries_total": sum(int(r[retries_col]) for r in rows) if retries_col is not None else None,
-    }
+        try:
+            _scan(_opener(item), chunk_bytes, lat, full=False).check()
+        except ParseError as exc:
+            raise ParseError(f"{item}: {exc}") from None
+
+
+def _items(x: LatencySource | Iterable[LatencySource]) -> list[LatencySource]:
+    return [x] if isinstance(x, (str, os.PathLike, np.ndarray)) else list(x)
+
+
+def _sizes(items: list[LatencySource]) -> int:
+    return sum(x.size * 12 if isinstance(x, np.ndarray) else _input_bytes(x) for x in items)
+
+
+def transaction_latencies_ms(path_or_paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+                             chunk_bytes: int = CHUNK_BYTES) -> np.ndarray:
+    """The successful transactions' latencies (ms) of one log, or of several merged in the order given.
+
+    pgbench writes one file per thread (``pgbench_log.PID``, ``pgbench_log.PID.N``), and a study wants
+    exact percentiles over every transaction of several clients and repetitions, not averages of per-run
+    percentiles. Only the time column is converted (about twice as fast as the full parse); the column
+    count and the time column are checked, and a log refused gets :func:`parse_transaction_log`'s
+    message prefixed with its path. Plain or ``.gz`` files.
+    """
+    paths = _items(path_or_paths)
+    lat = _Latencies(_sizes(paths))
+    _merge_into(lat, paths, chunk_bytes)
+    return lat.take()
+
+
+def merged_percentiles(arrays_or_paths: LatencySource | Iterable[LatencySource],
+                       qs: Sequence[float] = (50, 95, 99), chunk_bytes: int = CHUNK_BYTES,
+                       ) -> dict[object, float | int | None]:
+    """Exact percentiles over every successful transaction of several logs or latency arrays (ms) merged.
+
+    ``{"n": count, q: value, ...}``, interpolated as :func:`percentile` does (numpy's default method);
+    values are None when there is no transaction. The data are merged into one array (never copied
+    again) and partitioned, not sorted.
+    """
+    items = _items(arrays_or_paths)
+    lat = _Latencies(_sizes(items))
+    _merge_into(lat, items, chunk_bytes)
+    values = lat.take()
+    pct, _, _ = _percentiles(values, qs)
+    return {"n": len(values), **dict(zip(qs, pct, strict=True))}
 
 
 # --------------------------------------------------------------------------------------------
