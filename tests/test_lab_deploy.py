@@ -126,33 +126,36 @@ def test_standby_host_dies_mid_run_the_point_fails_and_nothing_is_left(lab_inven
 
     killer = threading.Thread(target=kill_lab2_when_measuring, daemon=True)
     killer.start()
-    t0 = time.monotonic()
-    run = sc_collect.collect(params, data_root=tmp_path, progress=False, inventory=inv)
-    killer.join(5)
-    assert killed, "lab2 was never killed"
-    assert time.monotonic() - t0 < 150
-    m = load_manifest(run)
-    failed = {p.name: json.loads((p / "meta.json").read_text()) for p in run.iterdir()
-              if p.name.startswith("write-") and json.loads((p / "meta.json").read_text())["status"] != "ok"}
-    assert failed, "no point failed although the synchronous standby's host died"
-    errors = " ".join(str(f.get("error")) for f in failed.values())
-    assert "timed out" in errors or "standby1" in errors or "pgbench exited" in errors, errors
-    # cleanup could not reach lab2 over SSH to prove its standby stopped: it says so instead of guessing
-    assert m["status"] == "cleanup_failed" and any(left.get("host") == "lab2" for left in m["leftovers"]), m
-    bases = list(m["workspaces"].values())
-    assert all(not postgres_pids(b) for b in bases)  # nothing runs anywhere (one machine: one /proc)
-    # once lab2 is back, `pglab cleanup` proves it and the run is closed; it finds the lab hosts through
-    # the inventory file the run recorded, although it is given only the default inventory
-    assert m["inventory"] == inv.source
-    lab.up(4, name=TEST_LAB)
-    for _ in range(3):  # lab2's new sshd may take a moment to answer: cleanup is meant to be run again
-        report = cleanup_leftovers(tmp_path, Inventory())
-        if report.clean:
-            break
-        time.sleep(2)
-    assert report.clean, report.summary() + "\n" + "\n".join(report.lines)
-    assert load_manifest(run)["status"] != "cleanup_failed"
-    assert all(not postgres_pids(b) for b in bases)
+    try:
+        t0 = time.monotonic()
+        run = sc_collect.collect(params, data_root=tmp_path, progress=False, inventory=inv)
+        killer.join(5)
+        assert killed, "lab2 was never killed"
+        assert time.monotonic() - t0 < 150
+        m = load_manifest(run)
+        failed = {p.name: json.loads((p / "meta.json").read_text()) for p in run.iterdir()
+                  if p.name.startswith("write-") and json.loads((p / "meta.json").read_text())["status"] != "ok"}
+        assert failed, "no point failed although the synchronous standby's host died"
+        errors = " ".join(str(f.get("error")) for f in failed.values())
+        assert "timed out" in errors or "standby1" in errors or "pgbench exited" in errors, errors
+        # cleanup could not reach lab2 over SSH to prove its standby stopped: it says so instead of guessing
+        assert m["status"] == "cleanup_failed" and any(left.get("host") == "lab2" for left in m["leftovers"]), m
+        bases = list(m["workspaces"].values())
+        assert all(not postgres_pids(b) for b in bases)  # nothing runs anywhere (one machine: one /proc)
+        # once lab2 is back, `pglab cleanup` proves it and the run is closed; it finds the lab hosts through
+        # the inventory file the run recorded, although it is given only the default inventory
+        assert m["inventory"] == inv.source
+        lab.up(4, name=TEST_LAB)
+        for _ in range(3):  # lab2's new sshd may take a moment to answer: cleanup is meant to be run again
+            report = cleanup_leftovers(tmp_path, Inventory())
+            if report.clean:
+                break
+            time.sleep(2)
+        assert report.clean, report.summary() + "\n" + "\n".join(report.lines)
+        assert load_manifest(run)["status"] != "cleanup_failed"
+        assert all(not postgres_pids(b) for b in bases)
+    finally:  # the lab is shared by the tests after this one: lab2 comes back whatever failed here
+        lab.up(4, name=TEST_LAB)
 
 
 def _notebook(study: str, inventory_path: str, tmp: Path) -> tuple[dict, Path]:

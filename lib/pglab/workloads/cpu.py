@@ -17,8 +17,16 @@ FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 
 
 def sample(host: Host) -> dict[str, int]:
-    """The aggregate ``cpu`` line of /proc/stat (clock ticks since boot); {} where there is none."""
-    for line in host.read_text("/proc/stat").splitlines():
+    """The aggregate ``cpu`` line of /proc/stat (clock ticks since boot); {} where there is none.
+
+    {} too when the host cannot be read (its sshd died with it): the shares are a note on the point,
+    and must never replace the point's own error with an SSH one.
+    """
+    try:
+        text = host.read_text("/proc/stat")
+    except Exception:  # noqa: BLE001
+        return {}
+    for line in text.splitlines():
         if line.startswith("cpu "):
             return dict(zip(FIELDS, (int(x) for x in line.split()[1:len(FIELDS) + 1]), strict=False))
     return {}
@@ -40,7 +48,7 @@ def loadavg(host: Host) -> float | None:
     """The 1-minute load average (runnable tasks), or None where /proc/loadavg is missing."""
     try:
         return float(host.read_text("/proc/loadavg").split()[0])
-    except (OSError, ValueError, IndexError):
+    except Exception:  # noqa: BLE001  (an unreachable host, as in ``sample``)
         return None
 
 
