@@ -136,13 +136,14 @@ def test_no_workflow_loses_a_manual_run(checkout: Path) -> None:
     assert "Running stage 'analyze@synchronous_commit'" in out and "Running stage 'collect@" not in out
     assert kept(runs, archive(checkout))
 
-    sh(checkout, "dvc", "exp", "run", "-n", "reads-off",
-       "-S", "params/synchronous_commit.yaml:profiles.smoke.standby_read_blocks=0")
+    # a parameter the smoke profile does not already have (SMALLER): a real change, so collect runs again
+    sh(checkout, "dvc", "exp", "run", "-n", "longer",
+       "-S", "params/synchronous_commit.yaml:profiles.smoke.seconds=3")
     table = sh(checkout, "dvc", "exp", "show", "--csv")
-    assert "reads-off" in table and "profiles.smoke.standby_read_blocks" in table
+    assert "longer" in table and "profiles.smoke.seconds" in table
     after_exp = archive(checkout)
     assert kept(runs, after_exp) and len(after_exp) == len(runs) + 1  # the experiment measured once more
-    sh(checkout, "dvc", "exp", "apply", "reads-off")
+    sh(checkout, "dvc", "exp", "apply", "longer")
     assert kept(after_exp, archive(checkout))
     sh(checkout, "git", "checkout", "-q", "--", ".")
     sh(checkout, "dvc", "checkout", "--force")

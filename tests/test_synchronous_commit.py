@@ -174,7 +174,10 @@ def test_analyze_is_deterministic(smoke_run: Path, tmp_path: Path) -> None:
     assert set(a.comparison.verdict) <= set(effects.VERDICTS)
     for _, row in a.comparison.iterrows():  # each verdict follows from its interval and noise floor
         if row.claim.endswith("x on"):
-            assert row.verdict == effects.verdict(row.ci_low, row.ci_high, row.reproduced, row.noise_floor), row
+            v = effects.verdict(row.ci_low, row.ci_high, row.reproduced, row.noise_floor)
+            if row.blocks < effects.MIN_BLOCKS and v in ("held", "did not hold"):
+                v = "not resolvable here"  # too few blocks to decide, whatever the interval says
+            assert row.verdict == v, row
     assert a.metrics["ratio_to_on"]["off"] > 0 and a.metrics["fdatasync_ops_s"] > 0
     assert len(a.latency) and (a.latency.p99_ms >= a.latency.p50_ms).all()
     assert len(a.waits) and set(a.waits.config) >= {"on", "off"}  # the primary's backends were sampled

@@ -262,8 +262,12 @@ def headline(metrics_table: pd.DataFrame, summary: pd.DataFrame, systems: pd.Dat
                                            if (s, metric) in at.index}
     r = summary[(summary.clients == top) & (summary.system != AA)].set_index("system")["median"].dropna()
     out["ratio_to_streaming_at_clients_max"] = {s: round(float(v), 3) for s, v in sorted(r.items())}
-    aa = summary[summary.system == AA]
-    out["noise_floor"] = round(float(aa.noise_floor.max()), 4) if len(aa) else None
+    # the floor the verdicts use (per-block ratios over every client count: the first claim's row), then
+    # the floor at each client count, wider where a point is shorter or has fewer transactions
+    nf = comparison.noise_floor.dropna()
+    out["noise_floor"] = round(float(nf.iloc[0]), 4) if len(nf) else None
+    aa = summary[summary.system == AA].dropna(subset=["noise_floor"])
+    out["noise_floor_by_clients"] = {int(r.clients): round(float(r.noise_floor), 4) for _, r in aa.iterrows()}
     out["consistency"] = dict(zip(systems.system, systems.consistency, strict=True))
     out["verdicts"] = {row.claim: row.verdict for _, row in comparison.iterrows()}
     return out

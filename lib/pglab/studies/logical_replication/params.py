@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, field_validator, model_validator
 
 from pglab.params import not_reserved, unique_items
 
@@ -38,7 +38,7 @@ class LondisteTiming(BaseModel):
 class Params(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    systems: list[SystemName] = Field(min_length=1)  # replication systems to compare (in this order per block)
+    systems: list[SystemName] = Field(min_length=1)  # systems to compare (seeded random order per block)
     clients: list[PositiveInt] = Field(min_length=1)  # pgbench -c sweep on the provider
     run_seconds: PositiveInt  # pgbench -T per point (the article's example: 30 min)
     blocks: PositiveInt = 6  # repetitions of every system at every client count (>= 6: a 95% interval)
@@ -59,12 +59,18 @@ class Params(BaseModel):
     tls: bool = False  # TLS with a per-run CA, verify-full for clients and replication (costs throughput)
     server_settings: dict[str, str | int | float | bool] = Field(default_factory=dict)  # on every node
     client_timeout_s: PositiveInt = 600  # a pgbench run longer than run_seconds + this is stopped
-    seed: int = 1  # order of the systems and of the points within a system
+    seed: int = 1  # the order of the systems within each block (pglab.sweep.plan_blocks)
 
     @field_validator("systems", "clients")
     @classmethod
     def _unique(cls, v: list) -> list:
         return unique_items(v)
+
+    @model_validator(mode="after")
+    def _baseline_measured(self) -> Params:
+        if self.baseline not in self.systems:
+            raise ValueError(f"baseline {self.baseline!r} must be one of systems {self.systems}")
+        return self
 
     @field_validator("server_settings")
     @classmethod

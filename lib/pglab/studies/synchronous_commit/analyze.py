@@ -187,8 +187,12 @@ def headline(summary: pd.DataFrame, comparison: pd.DataFrame, fsync: dict[str, A
                                      w[w.clients == top].sort_values("level").iterrows()}
     r = summary[summary.level != AA].dropna(subset=["median"])
     out["ratio_to_on"] = {lvl: round(float(np.exp(np.log(g["median"]).mean())), 3) for lvl, g in r.groupby("level")}
-    aa = summary[summary.level == AA]
-    out["noise_floor"] = round(float(aa.noise_floor.max()), 4) if len(aa) else None
+    # the floor the verdicts use (per-block ratios over every client count: the first claim's row), then
+    # the floor at each client count, wider where a point is shorter or has fewer transactions
+    nf = comparison.noise_floor.dropna()
+    out["noise_floor"] = round(float(nf.iloc[0]), 4) if len(nf) else None
+    aa = summary[summary.level == AA].dropna(subset=["noise_floor"])
+    out["noise_floor_by_clients"] = {int(r.clients): round(float(r.noise_floor), 4) for _, r in aa.iterrows()}
     out["verdicts"] = {row.claim: row.verdict for _, row in comparison.iterrows()}
     if fsync:
         out["fdatasync_ops_s"] = fsync.get("fdatasync_ops_s")

@@ -45,7 +45,6 @@ def check(p: Params, inventory: Inventory) -> None:
     for h in hosts.values():
         h.close()
     max_conn = int(p.server_settings.get("max_connections", p.max_connections()))
-    # +2: the standby's walsender and our own control session
     # +3: the standby's walsender, our control session and the wait-event sampler
     problems += preflight.connection_problems(max_conn, max(max(p.clients), p.loaded_clients) + 3)
     preflight.require(problems)
