@@ -14,6 +14,7 @@ backend was waiting for.
 from __future__ import annotations
 
 import contextlib
+import heapq
 import os
 import secrets
 import shlex
@@ -574,21 +575,20 @@ class _Deadline:
         self.waited_for = ""
         self._lock = threading.Lock()
         self._finished = threading.Event()
-        self._timer = threading.Timer(timeout, self._fire)
-        self._timer.daemon = True
+        self._fire_done = threading.Event()
 
     def __enter__(self) -> _Deadline:
-        self._timer.start()
+        _WATCHDOG.watch(time.monotonic() + self.timeout, self)
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         with self._lock:
             self._finished.set()
             fired = self.fired
-        self._timer.cancel()
         if not fired:
+            self.conn = None  # type: ignore[assignment]  (the watchdog holds this until the deadline)
             return
-        self._timer.join()  # diagnosis and cancel are done
+        self._fire_done.wait()  # diagnosis and cancel are done
         node = self.conn.pglab_node
         self.conn.close()
         note = ""
@@ -598,6 +598,13 @@ class _Deadline:
             note = "It completed just after the deadline"
         raise QueryTimeout(node.name, node.host.name, node.port, self.sql, self.timeout, self.waited_for,
                            note) from exc
+
+    def fire(self) -> None:
+        """At the deadline (from a thread of its own: the diagnosis and cancel take a while)."""
+        try:
+            self._fire()
+        finally:
+            self._fire_done.set()
 
     def _fire(self) -> None:
         with self._lock:
@@ -611,3 +618,50 @@ class _Deadline:
             pass
         if not self._finished.wait(CANCEL_GRACE_S):
             _cut(self.conn)
+
+
+class _Watchdog:
+    """One thread that watches every deadline of the process.
+
+    Why not a ``threading.Timer`` per round trip: a thread started and cancelled for every query was
+    a fifth of pglab's own CPU time in a logical replication sweep (thousands of catch-up polls). Here
+    a round trip costs a heap push; the thread sleeps until the earliest deadline, drops the ones
+    whose round trip finished, and hands an expired one to a thread of its own.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, _Deadline]] = []
+        self._seq = 0
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def watch(self, at: float, deadline: _Deadline) -> None:
+        with self._cond:
+            if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
+                self._heap, self._pid = [], os.getpid()
+                self._thread = threading.Thread(target=self._run, name="pglab-deadlines", daemon=True)
+                self._thread.start()
+            self._seq += 1
+            heapq.heappush(self._heap, (at, self._seq, deadline))
+            if self._heap[0][2] is deadline:  # earlier than what the thread sleeps towards
+                self._cond.notify()
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                while self._heap and self._heap[0][2]._finished.is_set():
+                    heapq.heappop(self._heap)
+                if not self._heap:
+                    self._cond.wait()
+                    continue
+                at, _, deadline = self._heap[0]
+                left = at - time.monotonic()
+                if left > 0:
+                    self._cond.wait(left)
+                    continue
+                heapq.heappop(self._heap)
+                threading.Thread(target=deadline.fire, name="pglab-deadline", daemon=True).start()
+
+
+_WATCHDOG = _Watchdog()

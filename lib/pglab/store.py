@@ -24,6 +24,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from pglab import runs_index
 from pglab.hosts import Result
 
@@ -36,10 +38,28 @@ def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
+_JSON_OPTIONS = (orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+                 | orjson.OPT_APPEND_NEWLINE | orjson.OPT_PASSTHROUGH_DATETIME)
+
+
+def _json_default(o: Any) -> Any:
+    """numpy scalars as numbers; anything else (paths, timestamps, Decimals) as its str, as ``json``'s
+    ``default=str`` did."""
+    if hasattr(o, "item") and callable(o.item) and type(o).__module__ == "numpy":
+        return o.item()
+    return str(o)
+
+
 def write_json(path: Path, data: Any) -> None:
-    """Write whole, then rename: a reader never sees half a file."""
+    """Write whole, then rename: a reader never sees half a file.
+
+    orjson, not ``json``: an indented ``json.dumps`` runs the pure-Python encoder, and the manifest
+    and every point's meta and settings snapshot are written during the sweep (measured: 1.2 s of
+    pglab's 3.2 s of main-thread CPU over a 40-point run; orjson takes about a twentieth of that).
+    Non-finite floats are written as null (valid JSON, where ``json`` wrote NaN).
+    """
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    tmp.write_bytes(orjson.dumps(data, default=_json_default, option=_JSON_OPTIONS))
     os.replace(tmp, path)
 
 
