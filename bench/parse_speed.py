@@ -1,8 +1,9 @@
 """Parsing a pgbench per-transaction log at the speed of the disk: time vs `wc -l`, memory vs file size.
 
 Why: a paper-profile point writes logs of about 1 GB. The first parser kept every row as a list of
-strings (72 s and 5 GB for 256 MB); ``parse_transaction_log_file`` reads the log vectorised in chunks
-and keeps only counters and the successful latencies. This script generates a log of ``--size-mb``
+strings (72 s and 5 GB for 256 MB); ``parse_transaction_log_file`` reads the log in chunks through
+a compiled loop (numba, every core; pyarrow's reader for what the loop refuses) and keeps only counters
+and the successful latencies. This script generates a log of ``--size-mb``
 (default 256) with lines as pgbench 15 writes them (``client tx time script epoch us``, 8 clients by
 default, a few ``serialization`` and ``failed`` rows), times ``wc -l`` on it (a first run puts the file
 in the page cache, the best of the next ``--repeat`` is used), then runs the parser in child processes:
@@ -11,7 +12,8 @@ in the page cache, the best of the next ``--repeat`` is used), then runs the par
 - ``merged_percentiles``: the latencies only (``transaction_latencies_ms``), what merged percentiles
   over many logs need.
 
-Time is the call itself, after the imports (best of ``--repeat``). Peak memory is the child's peak
+Time is the call itself, after the imports and the loading of the compiled loop (printed apart: numba
+compiles it once per machine and caches it beside the module), best of ``--repeat``. Peak memory is the child's peak
 resident set (``VmHWM`` of /proc/self/status, read by the child at its end) minus that of a child that
 only imports the same modules (Python, numpy and pyarrow take ~65 MB before reading anything). Not
 ``ru_maxrss`` (``RUSAGE_CHILDREN`` or ``wait4``): on Linux a child's ru_maxrss starts from the RSS its
@@ -51,7 +53,11 @@ CHILD = """
 import json, re, sys, time
 import numpy, pyarrow, pyarrow.compute, pyarrow.csv
 from pglab.parsers.pgbench import merged_percentiles, parse_transaction_log_file
+from pglab.parsers import txlog_kernel
 path, mode = sys.argv[1], sys.argv[2]
+t_load = time.perf_counter()
+compiled = txlog_kernel.available()  # numba's import and the loop, from its on-disk cache after the first run
+t_load = time.perf_counter() - t_load
 t0 = time.perf_counter()
 if mode == "parse":
     r = parse_transaction_log_file(path)
@@ -62,6 +68,7 @@ elif mode == "latencies":
 else:
     out = {}
 out["s"] = time.perf_counter() - t0
+out["load_s"], out["compiled"] = t_load, compiled
 out["peak_kb"] = int(re.search(r"VmHWM:\\s+(\\d+) kB", open("/proc/self/status").read()).group(1))
 print(json.dumps(out))
 """
@@ -144,8 +151,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"file: {path} {size / 2**20:.0f} MB, {lines} lines")
         print(f"wc -l (cached): {wc:.3f} s, best of {' '.join(f'{s:.3f}' for s, _ in wc_runs)}")
         base = child(path, "import")
-        print(f"baseline child (Python + numpy + pyarrow + pglab.parsers.pgbench imported, nothing read): "
-              f"peak RSS {base['peak_kb'] / 1024:.0f} MB")
+        print(f"baseline child (Python, numpy, pyarrow, numba and the compiled loop loaded, nothing read): "
+              f"peak RSS {base['peak_kb'] / 1024:.0f} MB; loading took {base['load_s']:.2f} s "
+              f"(not in the times below); compiled loop {'in use' if base['compiled'] else 'MISSING (numba)'}")
         ok = True
         for mode, name in (("parse", "parse_transaction_log_file (full parse)"),
                            ("latencies", "merged_percentiles (latencies only)")):

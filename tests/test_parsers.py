@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 from pglab.errors import ParseError
+from pglab.parsers import txlog_kernel
 from pglab.parsers.detect import EXPECTED_FORMATS, detect_and_parse, parse_many
 from pglab.parsers.pgbench import (
     merged_percentiles,
@@ -475,8 +476,39 @@ def assert_same_parse(got: dict[str, Any], ref: dict[str, Any]) -> None:
 TXLOGS = sorted(PG.glob("*/txlog*"))
 
 
+@pytest.fixture(params=["compiled", "general"])
+def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each per-transaction log test twice: through the compiled loop, and with it off (the pyarrow and
+    line-by-line readers a refused chunk falls back to, and all there is where numba is missing)."""
+    if request.param == "general":
+        monkeypatch.setattr(txlog_kernel, "available", lambda: False)
+    else:
+        assert txlog_kernel.available(), "numba is a dependency: the compiled loop must load"
+    return request.param
+
+
+@pytest.mark.parametrize("path", TXLOGS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_the_compiled_loop_takes_every_log_pgbench_wrote(path: Path) -> None:
+    """It must not quietly refuse what it exists for (the results would be right, and slow)."""
+    data = bytearray(path.read_bytes())
+    got = txlog_kernel.scan_chunk(data, len(data), cores=2)
+    assert got is not None and got["rows"] == len(path.read_text().splitlines())
+
+
+@pytest.mark.parametrize("odd", ["0\t1 2902 0 1795266855 224775\n", "0 1  2902 0 1795266855 224775\n",
+                                 "0 1 2902 0 1795266855 224775\r\n", "\n", "0 1 0x1F 0 1795266855 224775\n",
+                                 "0 1 failedx 0 1795266855 224775\n", "0 1 2902 0 1795266855\n",
+                                 "0 1 2902 0 1795266855 224775 1 2 3\n", "70000 1 2902 0 1795266855 224775\n",
+                                 "0 1 1234567890123456789 0 1795266855 224775\n", "0 1 -5 0 1795266855 224775\n"])
+def test_the_compiled_loop_refuses_anything_else(odd: str) -> None:
+    """Whatever is not exactly pgbench's format goes to the general readers, which decide."""
+    data = bytearray(b"0 1 2902 0 1795266855 224775\n" * 3 + odd.encode())
+    assert txlog_kernel.scan_chunk(data, len(data), cores=1) is None
+
+
 @pytest.mark.parametrize("seventh", [None, "lag", "retries"])
 @pytest.mark.parametrize("path", TXLOGS, ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.usefixtures("reader")
 def test_transaction_log_file_gives_the_reference_numbers(path: Path, seventh: str | None) -> None:
     ref = _reference_parse(path.read_text(), seventh)
     got = parse_transaction_log_file(path, seventh)
@@ -494,6 +526,7 @@ def test_captured_logs_are_all_compared() -> None:
 
 @pytest.mark.parametrize("path", [PG / "15/txlog_failures", PG / "14/txlog_rate", PG / "18/txlog_retries"],
                          ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.usefixtures("reader")
 def test_transaction_log_chunk_boundaries(path: Path) -> None:
     """Chunks of 64 bytes (lines cut everywhere, hundreds of chunks) or of 7 (shorter than a line)."""
     whole = parse_transaction_log_file(path, "lag")
@@ -518,6 +551,7 @@ def _raises_like_reference(text: str, tmp_path: Path, seventh: str | None = None
     return str(ref.value)
 
 
+@pytest.mark.usefixtures("reader")
 def test_transaction_log_file_errors_are_the_reference_ones(tmp_path: Path) -> None:
     log = (PG / "15/txlog_failures").read_text()
     lines = log.splitlines(keepends=True)
@@ -543,6 +577,7 @@ def test_transaction_log_file_errors_are_the_reference_ones(tmp_path: Path) -> N
     assert messages["empty"] == messages["blank"] == "not a pgbench per-transaction log: no transaction lines"
 
 
+@pytest.mark.usefixtures("reader")
 def test_transaction_log_file_reads_what_a_whitespace_split_accepts(tmp_path: Path) -> None:
     """Tabs, runs of spaces, CRLF, blank lines, no final newline: pgbench writes none, the reference read them."""
     lines = (PG / "18/txlog_rate").read_text().splitlines()
@@ -555,6 +590,7 @@ def test_transaction_log_file_reads_what_a_whitespace_split_accepts(tmp_path: Pa
         assert_same_parse(parse_transaction_log_file(log, chunk_bytes=chunk_bytes), ref)
 
 
+@pytest.mark.usefixtures("reader")
 def test_transaction_latencies_merged_over_logs(tmp_path: Path) -> None:
     a, b = PG / "15/txlog_failures", PG / "18/txlog"
     la, lb = transaction_latencies_ms(a), transaction_latencies_ms(b)
@@ -579,6 +615,7 @@ def test_transaction_latencies_merged_over_logs(tmp_path: Path) -> None:
     assert merged_percentiles([]) == {"n": 0, 50: None, 95: None, 99: None}
 
 
+@pytest.mark.usefixtures("reader")
 def test_transaction_latencies_name_the_refused_log(tmp_path: Path) -> None:
     bad = tmp_path / "pgbench_log.2"
     bad.write_text("0 1 2902 0 1795266855 224775\n0 2 slow 0 1795266855 224775\n")
