@@ -73,8 +73,9 @@ def identity(host: Host, pid: int, boot: str | None = None) -> dict[str, Any] | 
 def _launcher_done(argv: list[str]) -> bool:
     """``Host.start`` runs ``sh -c "setsid sh -c BODY & echo $!"``: the PID it prints shows the
     launcher's command line until the fork has exec'd setsid, then ``setsid sh -c BODY`` until setsid
-    has exec'd the shell. Only ``sh -c BODY`` stays."""
-    if argv[:1] == ["setsid"]:
+    has exec'd the shell. Only ``sh -c BODY`` stays. An empty command line is read while a process
+    is in the middle of an exec (seen under load): not done either."""
+    if not argv or argv[:1] == ["setsid"]:
         return False
     return not (len(argv) >= 3 and argv[1] == "-c" and argv[2].startswith("setsid "))
 
