@@ -29,7 +29,8 @@ def test_a_paused_wal_receiver_makes_syncrep_the_dominant_wait(tmp_path: Path, i
         # -N: no updates of the 1-row branch table, so that clients do not queue on each other's row locks
         # (with TPC-B at scale 1, three of four would wait in Lock:transactionid behind the one in SyncRep)
         argv = pgbench.pgbench_argv(primary, "bench", clients=2, duration_s=4, no_vacuum=True, extra=["-N"])
-        with waits.WaitSampler(0.1) as sampler, sampler.recording(point, {"primary": primary, "standby": standby}):
+        nodes = {"primary": primary, "standby": standby}
+        with waits.WaitSampler(0.1) as sampler, sampler.recording(point, nodes, delay_s=0.5):
             bg = s.track_background(pgbench.start(primary, point, argv, prefix="w_"))
             time.sleep(1.0)
             os.kill(receiver, signal.SIGSTOP)  # the standby stops receiving: every commit waits for it
@@ -39,7 +40,15 @@ def test_a_paused_wal_receiver_makes_syncrep_the_dominant_wait(tmp_path: Path, i
                 os.kill(receiver, signal.SIGCONT)
             pgbench.collect(bg, point, "w_", timeout=30)
             s.untrack_background(bg)
+            # a point shorter than its warm-up: nothing sampled, and the point is not held up
+            (tmp_path / "short").mkdir()
+            short = Point(tmp_path / "short", {"point": "short"})
+            t0 = time.monotonic()
+            with sampler.recording(short, nodes, delay_s=5.0):
+                time.sleep(0.2)
+            assert time.monotonic() - t0 < 1.5 and short.meta["waits"]["samples"] == 0
     df = waits.load(tmp_path / waits.CSV)
+    assert df.t_s.min() >= 0.5  # the warm-up (delay_s) is not sampled
     busy = df[(df.node == "primary") & (waits.backend_groups(df) == "client")]
     event, share = waits.dominant(busy)
     assert event == "IPC:SyncRep" and share > 0.4, waits.shares(busy).head()

@@ -71,9 +71,11 @@ class WaitSampler:
         self.close()
 
     @contextlib.contextmanager
-    def recording(self, point: Any, nodes: Mapping[str, Any]) -> Iterator[None]:
-        """Sample ``nodes`` into ``point``'s folder for the ``with`` body; the summary goes to meta.json."""
-        rec = _Recording(dict(nodes), point.dir / CSV)
+    def recording(self, point: Any, nodes: Mapping[str, Any], delay_s: float = 0.0) -> Iterator[None]:
+        """Sample ``nodes`` into ``point``'s folder for the ``with`` body, from ``delay_s`` after it
+        starts (the workload's warm-up, which the measured window leaves out too); the summary goes to
+        meta.json. ``t_s`` in the CSV counts from the start of the body."""
+        rec = _Recording(dict(nodes), point.dir / CSV, delay_s)
         with self._lock:
             self._current = rec
         if self._thread is None:
@@ -85,6 +87,7 @@ class WaitSampler:
         finally:
             with self._lock:
                 self._current = None
+            self._wake.set()  # a round still in its warm-up wait stops at once
             rec.done.wait(2 * self.interval_s + 2.0)  # the round under way finishes and closes the file
             summary = rec.summary(self.interval_s)
             point.meta["waits"] = {k: summary[k] for k in ("samples", "rows", "errors", "sampler_cpu_s")}
@@ -130,7 +133,12 @@ class WaitSampler:
             with open(rec.path, "w", newline="") as f:
                 out = csv.writer(f)
                 out.writerow(COLUMNS)
-                next_at = time.monotonic()
+                next_at = rec.started + rec.delay_s
+                while not self._closed.is_set() and time.monotonic() < next_at:  # the warm-up, unsampled
+                    with self._lock:
+                        if self._current is not rec:
+                            break
+                    self._wake.wait(next_at - time.monotonic())  # set when the recording ends
                 while not self._closed.is_set():
                     with self._lock:
                         if self._current is not rec:
@@ -174,8 +182,8 @@ def _query(conn: psycopg.Connection) -> list[list[str]]:
 class _Recording:
     """One point's samples: where they go and what the sampler spent on them."""
 
-    def __init__(self, nodes: dict[str, Any], path: Path):
-        self.nodes, self.path = nodes, path
+    def __init__(self, nodes: dict[str, Any], path: Path, delay_s: float = 0.0):
+        self.nodes, self.path, self.delay_s = nodes, path, delay_s
         self.started = time.monotonic()
         self.samples = self.rows = 0
         self.errors: dict[str, int] = {}
@@ -184,7 +192,7 @@ class _Recording:
 
     def summary(self, interval_s: float) -> dict[str, Any]:
         return {"samples": self.samples, "rows": self.rows, "interval_s": interval_s, "errors": dict(self.errors),
-                "sampler_cpu_s": round(self.cpu_s, 4), "wall_s": round(self.wall_s, 3),
+                "sampler_cpu_s": round(self.cpu_s, 4), "wall_s": round(self.wall_s, 3), "delay_s": self.delay_s,
                 "source": "pg_stat_activity", "nodes": sorted(self.nodes)}
 
 
@@ -201,9 +209,10 @@ def sampler(interval_ms: int) -> Iterator[WaitSampler | None]:
         s.close()
 
 
-def recording(s: WaitSampler | None, point: Any, nodes: Mapping[str, Any]) -> contextlib.AbstractContextManager:
-    """``s.recording(point, nodes)``, or nothing when sampling is off."""
-    return s.recording(point, nodes) if s is not None else contextlib.nullcontext()
+def recording(s: WaitSampler | None, point: Any, nodes: Mapping[str, Any],
+              delay_s: float = 0.0) -> contextlib.AbstractContextManager:
+    """``s.recording(point, nodes, delay_s)``, or nothing when sampling is off."""
+    return s.recording(point, nodes, delay_s) if s is not None else contextlib.nullcontext()
 
 
 # -- analysis -----------------------------------------------------------------------------------------

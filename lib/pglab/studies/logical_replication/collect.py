@@ -14,8 +14,10 @@ reason and the sweep goes on.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -128,9 +130,12 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
                     why = store.manifest["systems"][planned.config]["reason"]
                     return f"{planned.config} could not be set up: {why}"
                 point.meta.update(system=planned.config, run_seconds=p.run_seconds, generation=pair.generation)
-                with cpu.during(hosts, point), waits.recording(sampler, point, {"provider": pair.provider,
-                                                                                 "subscriber": pair.subscriber}):
-                    healthy = _measure(pair, point, planned, p, clock, on_run, client)
+                def watch() -> AbstractContextManager:  # wait events over the run (after warm-up) and catch-up
+                    return waits.recording(sampler, point, {"provider": pair.provider, "subscriber": pair.subscriber},
+                                           delay_s=p.warmup_s)
+
+                with cpu.during(hosts, point):
+                    healthy = _measure(pair, point, planned, p, clock, on_run, client, watch)
                 if not healthy:
                     pairs.broken(planned.config)
                 return point.meta.get("error") if point.meta.get("status") not in ("ok", "running") else None
@@ -301,7 +306,8 @@ class Pair:
 
 
 def _measure(pair: Pair, point: Point, planned: Planned, p: Params, clock: dict[str, float],
-             on_run: RunHook | None, client: Client | None = None) -> bool:
+             on_run: RunHook | None, client: Client | None = None,
+             watch: Callable[[], AbstractContextManager] = contextlib.nullcontext) -> bool:
     """One point; returns False when the pair cannot be trusted for the next point (rebuild it)."""
     system = pair.system
     assert system is not None
@@ -323,11 +329,12 @@ def _measure(pair: Pair, point: Point, planned: Planned, p: Params, clock: dict[
                 on_run(system, planned)
             return proc
 
-        proc, timing = run_and_catch_up(
-            system, start, lag_csv=point.dir / "lag.csv" if p.lag_interval_s else None,
-            lag_interval_s=p.lag_interval_s, poll_s=p.catchup_poll_s,
-            run_timeout_s=p.run_seconds + p.client_timeout_s, catchup_timeout_s=p.catchup_timeout_s,
-            token=f"pglab {point.id}")
+        with watch():
+            proc, timing = run_and_catch_up(
+                system, start, lag_csv=point.dir / "lag.csv" if p.lag_interval_s else None,
+                lag_interval_s=p.lag_interval_s, poll_s=p.catchup_poll_s,
+                run_timeout_s=p.run_seconds + p.client_timeout_s, catchup_timeout_s=p.catchup_timeout_s,
+                token=f"pglab {point.id}")
         clock["measure_s"] += timing.run_s + max(timing.catchup_s or 0.0, timing.confirmed_s or 0.0)
         try:
             result = pgbench.collect(proc, point, "", timeout=30)

@@ -8,7 +8,10 @@ Every point's raw output is written before anything is parsed; analysis lives in
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +75,11 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
         with waits.sampler(p.wait_sample_ms) as sampler:
 
             def measure(pl: Planned, point: Point) -> str | None:
-                with cpu.during(hosts, point), waits.recording(sampler, point, nodes):
-                    return _measure(s, pl, point, primary, standby, p, cores, clients)
+                def watch() -> AbstractContextManager:  # wait events over the workload's measured window
+                    return waits.recording(sampler, point, nodes, delay_s=p.warmup_s)
+
+                with cpu.during(hosts, point):
+                    return _measure(s, pl, point, primary, standby, p, cores, clients, watch)
 
             sweep.run(store, points, measure, desc=STUDY, progress=progress)
         store.manifest.setdefault("wall_s", []).append(round(time.monotonic() - started, 1))
@@ -139,7 +145,8 @@ def set_level(primary: Node, level: str, standby_name: str, timeout: float = 10)
 
 
 def _measure(s: Session, pl: Planned, point: Point, primary: Node, standby: Node, p: Params, cores: int,
-             clients: dict[str, topology.Client]) -> str | None:
+             clients: dict[str, topology.Client],
+             watch: Callable[[], AbstractContextManager] = contextlib.nullcontext) -> str | None:
     """One point; None when it measured, else why not."""
     kind = pl.group.factors["kind"]
     level = pl.config if kind == "write" else p.standby_read_level
@@ -153,7 +160,8 @@ def _measure(s: Session, pl: Planned, point: Point, primary: Node, standby: Node
         log, remote = pgbench.txlog_args(point, primary, cp) if p.transaction_log else ([], "")
         argv = pgbench.pgbench_argv(cp, DB, clients=c, jobs=p.jobs or min(c, cores), duration_s=p.seconds,
                                     progress_s=1, extra=log)
-        code = pgbench.run(primary, point, argv, timeout=timeout, client=cp).exit_code
+        with watch():
+            code = pgbench.run(primary, point, argv, timeout=timeout, client=cp).exit_code
         if remote:
             point.meta["txlogs"] = pgbench.fetch_txlogs(point, primary, remote, cp)
         return None if code == 0 else f"pgbench exited {code}"
@@ -161,7 +169,8 @@ def _measure(s: Session, pl: Planned, point: Point, primary: Node, standby: Node
                                 no_vacuum=True, progress_s=1)
     if pl.config == "idle":
         primary.wait_for_replay(standby)
-        code = pgbench.run(standby, point, read, timeout=timeout, client=cs).exit_code
+        with watch():
+            code = pgbench.run(standby, point, read, timeout=timeout, client=cs).exit_code
         return None if code == 0 else f"pgbench exited {code}"
     # Loaded: the primary's write load runs across the whole read window, measured per node.
     write = pgbench.pgbench_argv(cp, DB, clients=p.loaded_clients, jobs=min(p.loaded_clients, cores),
@@ -169,7 +178,8 @@ def _measure(s: Session, pl: Planned, point: Point, primary: Node, standby: Node
     bg = s.track_background(pgbench.start(primary, point, write, prefix="primary_", client=cp))  # listed at once
     try:
         time.sleep(1.0)
-        reads = pgbench.run(standby, point, read, timeout=timeout, client=cs).exit_code
+        with watch():
+            reads = pgbench.run(standby, point, read, timeout=timeout, client=cs).exit_code
         writes = pgbench.collect(bg, point, "primary_", timeout=timeout).exit_code
     finally:
         if bg.exit_code is None:
