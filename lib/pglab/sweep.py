@@ -38,6 +38,8 @@ class Group:
 
     name: str
     factors: Mapping[str, Any] = field(default_factory=dict)
+    configs: tuple[str, ...] | None = None  # compared at this group when not every one (a read-only target
+    # has no place in a write workload); None = all of ``plan_blocks``'s configurations
 
 
 @dataclass(frozen=True)
@@ -70,15 +72,16 @@ def plan_blocks(configs: Sequence[str], baseline: str, groups: Sequence[Group], 
     Blocks run one after the other (block 1 at every group, then block 2...): a slow drift of the
     machine then spreads over every configuration alike instead of following one of them.
     """
-    if baseline not in configs:
-        raise ValueError(f"baseline {baseline!r} is not one of the configurations {list(configs)}")
+    for cs in [configs, *(g.configs for g in groups if g.configs is not None)]:
+        if baseline not in cs:
+            raise ValueError(f"baseline {baseline!r} is not one of the configurations {list(cs)}")
     rng = random.Random(seed)
     out: list[Planned] = []
     for b in range(1, blocks + 1):
         order = list(groups)
         rng.shuffle(order)
         for g in order:
-            points = [Planned(b, g, c, 1, prefix) for c in configs]
+            points = [Planned(b, g, c, 1, prefix) for c in (configs if g.configs is None else g.configs)]
             if aa:
                 points.append(Planned(b, g, baseline, 2, prefix))
             rng.shuffle(points)
