@@ -239,6 +239,7 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     comparison.to_csv(derived / "comparison.csv", index=False, float_format="%.6g")
     failed.to_csv(derived / "failed_points.csv", index=False)
     waits.to_csv(derived / "waits.csv", index=False, float_format="%.6g")
+    stalls.to_csv(derived / "stalls.csv", index=False)
     summary.to_csv(derived / "effects.csv", index=False, float_format="%.6g")
     write_json(derived / "metrics.json", metrics)
     a = Analysis(run_dir, manifest, points, summary, ratios, systems, comparison, lag, metrics, failed, waits, stalls,

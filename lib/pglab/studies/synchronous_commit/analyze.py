@@ -165,6 +165,7 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     failed.to_csv(derived / "failed_points.csv", index=False)
     fsync_table(fsync).to_csv(derived / "fsync.csv", index=False, float_format="%.6g")
     waits.to_csv(derived / "waits.csv", index=False, float_format="%.6g")
+    stalls.to_csv(derived / "stalls.csv", index=False)
     latency.to_csv(derived / "latency.csv", index=False, float_format="%.6g")
     write_json(derived / "metrics.json", metrics)
     a = Analysis(run_dir, manifest, points, summary, ratios, comparison, metrics, failed, fsync, waits, latency,
