@@ -169,9 +169,9 @@ def _notebook(study: str, inventory_path: str, tmp: Path) -> tuple[dict, Path]:
     return load_manifest(runs[-1]), out
 
 
-@pytest.mark.parametrize("study", ["synchronous_commit", "logical_replication"])
+@pytest.mark.parametrize("study", ["synchronous_commit", "logical_replication", "fdw_overhead"])
 def test_smoke_lab_profiles_run_across_three_hosts(lab_inventory: Inventory, tmp_path: Path, study: str) -> None:
-    """Both notebooks at their smoke_lab profile: nodes on lab1 and lab2, pgbench on lab3, analysed."""
+    """The notebooks at their smoke_lab profile: nodes on lab1 and lab2, pgbench on lab3, analysed."""
     inv_path = _lab().inventory_path
     assert inv_path
     m, executed = _notebook(study, inv_path, tmp_path)
@@ -187,6 +187,17 @@ def test_smoke_lab_profiles_run_across_three_hosts(lab_inventory: Inventory, tmp
         comparison = (tmp_path / "data/derived/synchronous_commit/comparison.csv").read_text()
         assert "standby read tps does not depend on primary load" in comparison
         assert "not measurable here" in comparison.splitlines()[-1]
+    elif study == "fdw_overhead":  # FDW_external: postgres_fdw on lab2 reaches the source on lab1 over TCP
+        assert hosts_of == {"source": "lab1", "external": "lab2"}
+        assert {c["host"] for c in m["topology"]["clients"].values()} == {"lab3"}
+        assert m["checks"] == {"consistent": True, "isolation": dict.fromkeys(
+            ["local", "FDW_local", "FDW_external", "FDW_ext_ro"], "repeatable read"), "ext_ro_refuses_update": True}
+        run = sorted((tmp_path / "data" / "runs" / study).iterdir())[-1]
+        setup = json.loads((run / "init" / "fdw_setup.json").read_text())
+        lab1 = m["topology"]["hosts"]["lab1"]
+        assert f"host '{lab1}'" in setup["FDW_external"][1] and "password" not in json.dumps(setup)
+        comparison = (tmp_path / "data/derived/fdw_overhead/comparison.csv").read_text()
+        assert "external instance on lab2, source on lab1" in comparison
     else:
         assert {h for n, h in hosts_of.items() if "_provider" in n} == {"lab1"}
         assert {h for n, h in hosts_of.items() if "_subscriber" in n} == {"lab2"}
