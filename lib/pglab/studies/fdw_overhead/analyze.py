@@ -339,10 +339,11 @@ def draw(a: Analysis, out: Path, reference_dir: Path) -> dict[str, list[Path]]:
         made["round_trips"] = fig_round_trips(a, out)
     made["published_vs_reproduced"] = analysis.fig_comparison(
         a.comparison, out, "fdw_overhead: published vs reproduced (overhead factor = tps(local) / tps(target))")
-    if len(a.waits):
-        order = [t for t in TARGETS if t in set(a.waits.config)]
-        made["waits"] = analysis.fig_waits(a.waits, out, order=order, title="Where the client backends of both "
-                                           "instances waited, by target (every workload)")
+    if len(a.waits):  # one bar per workload and target: shares sum to 1 within each
+        w = a.waits.assign(config=a.waits.kind + " " + a.waits.config)
+        order = [f"{k} {t}" for k in ("RW", "RO") for t in TARGETS if f"{k} {t}" in set(w.config)]
+        made["waits"] = analysis.fig_waits(w, out, order=order, title="Where the client backends of both "
+                                           "instances waited, by workload and target")
     plt.close("all")
     return made
 
