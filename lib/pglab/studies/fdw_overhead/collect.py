@@ -287,7 +287,8 @@ def _checks(t: Targets, clients: dict[str, Client], store: RunStore, p: Params) 
                              "update pgbench_branches set bbalance = bbalance where bid = 1")
         out["ext_ro_update"] = {"refused": code != 0, "error": err}
     source_rows = out["rows"].get("local") or [str(v) for v in t.source.query(CHECK_SQL, dbname=SOURCE_DB)[0]]
-    problems = [f"{tg} sees {rows}, the source {source_rows}" for tg, rows in out["rows"].items() if rows != source_rows]
+    problems = [f"{tg} sees {rows}, the source {source_rows}" for tg, rows in out["rows"].items()
+                if rows != source_rows]
     problems += [f"{tg}: transaction_isolation {iso!r}, not {ISOLATION!r}" for tg, iso in out["isolation"].items()
                  if iso != ISOLATION]
     if out["ext_ro_update"] is not None and not out["ext_ro_update"]["refused"]:
