@@ -23,9 +23,26 @@ import numpy as np
 
 MAX_CLIENTS = 1 << 16
 MAX_SCRIPTS = 1 << 10
+#: Latencies below this many microseconds (4.2 s) may be counted in a histogram (one row per part)
+#: instead of kept: exact percentiles then need no partition of millions of values.
+HIST_US = 1 << 22
 # stats slots of one pass
-ROWS, NLAT, FAILED, SERIALIZATION, DEADLOCK, SKIPPED, COLMASK, SUM7, SUM8, SUMLAT, REFUSED = range(11)
-_WORDS = (b"failed", b"serialization", b"deadlock", b"skipped")
+(ROWS, NLAT, NHIST, HLO, HHI, FAILED, SERIALIZATION, DEADLOCK, SKIPPED, COLMASK, SUM7, SUM8, SUMLAT,
+ REFUSED, NSTATS) = range(15)
+# The word-wise path (8 bytes at a time, SWAR) of the loop: bytes looked at per line, and its constants.
+_WINDOW = 48
+_U0, _U1, _U2, _U4, _U8, _U16, _U24, _U32, _U40, _U56 = (np.uint64(k) for k in (0, 1, 2, 4, 8, 16, 24, 32, 40, 56))
+_ZEROS = np.uint64(0x3030303030303030)  # "0" in every byte: digits become 0-9 by xor
+_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
+_TO_HIGH = np.uint64(0x7676767676767676)  # + on bytes below 128: the high bit is set from 10 up
+_HIGH = np.uint64(0x8080808080808080)
+_GATHER = np.uint64(0x0002040810204081)  # * then >> 56: the high bit of byte k to bit k
+_BITS1, _BITS2, _BITS4 = np.uint64(0x5555555555555555), np.uint64(0x3333333333333333), np.uint64(0x0F0F0F0F0F0F0F0F)
+_BYTES1 = np.uint64(0x0101010101010101)
+_MUL1, _MUL2, _MUL3 = np.uint64(10 * 256 + 1), np.uint64(100 * 65536 + 1), np.uint64(10000 * 2**32 + 1)
+_KEEP1, _KEEP2 = np.uint64(0x00FF00FF00FF00FF), np.uint64(0x0000FFFF0000FFFF)
+_POW10 = np.array([10**k for k in range(9)], dtype=np.int64)
+_LOW_BYTES = np.array([(1 << 8 * k) - 1 for k in range(9)], dtype=np.uint64)  # the first k bytes of a word
 # A chunk is cut at line ends into this many parts scanned at once (the kernel releases the GIL).
 _MIN_PART_BYTES = 1 << 20
 
@@ -36,30 +53,149 @@ def _kernel() -> Any:
     code in a cache beside this file, so later processes only load it)."""
     from numba import njit
 
-    sig = "void(uint8[::1], int64, int64, int64[::1], boolean[::1], boolean[::1], int64[::1], int64[::1])"
+    sig = ("void(uint8[::1], int64, int64, int64[::1], int64[::1], boolean[::1], boolean[::1], int64[::1], "
+           "int64[::1])")
 
     @njit(sig, cache=True, nogil=True)
-    def scan(buf, start, end, lat, clients, scripts, stats, ends):  # noqa: ANN001, ANN202
-        # buf[end - 1] is a newline (the caller checks): every loop below stops at it without a bound check
+    def scan(buf, start, end, lat, hist, clients, scripts, stats, ends):  # noqa: ANN001, ANN202, C901, PLR0912, PLR0915
+        # buf[end - 1] is a newline (the caller checks): every byte loop below stops at it without a bound
+        # check. buf may go on after end (the rest of the read buffer): the word-wise path reads there.
+
+        def load8(a):  # noqa: ANN001, ANN202  buf[a:a + 8] as a little-endian word (one load once compiled)
+            u = np.uint64(a)
+            x = np.uint64(0)
+            for k in range(8):
+                x |= np.uint64(buf[u + np.uint64(k)]) << np.uint64(8 * k)
+            return x
+
+        def nondigits(a):  # noqa: ANN001, ANN202  bit k set when buf[a + k] (k < 8) is not an ASCII digit
+            t = load8(a) ^ _ZEROS
+            return (((((t & _LOW7) + _TO_HIGH) | t) & _HIGH) * _GATHER) >> _U56
+
+        def ctz(x):  # noqa: ANN001, ANN202  trailing zero bits (64 for 0): LLVM makes this one tzcnt
+            x = ~x & (x - _U1)
+            x = x - ((x >> _U1) & _BITS1)
+            x = (x & _BITS2) + ((x >> _U2) & _BITS2)
+            x = (x + (x >> _U4)) & _BITS4
+            return np.int64((x * _BYTES1) >> _U56)
+
+        def eight(t):  # noqa: ANN001, ANN202  8 digit values (the first in the low byte) -> their number
+            t = (t * _MUL1) >> _U8
+            t = ((t & _KEEP1) * _MUL2) >> _U16
+            return ((t & _KEEP2) * _MUL3) >> _U32
+
+        def digits(a, n):  # noqa: ANN001, ANN202  the number written in buf[a:a + n], all digits, 1 <= n <= 16
+            if n <= 8:
+                return np.int64(eight((load8(a) ^ _ZEROS) << np.uint64(64 - 8 * n)))
+            return (np.int64(eight(load8(a) ^ _ZEROS)) * _POW10[n - 8]
+                    + np.int64(eight((load8(a + 8) ^ _ZEROS) << np.uint64(128 - 8 * n))))
+
+        nbuf = buf.shape[0]
         i = start
-        rows = nlat = failed = ser = dead = skipped = colmask = sum7 = sum8 = sumlat = 0
+        top = lat.shape[0]  # counted latencies are written from the back, to be taken back on a refusal
+        nbins = hist.shape[0]
+        nclients = clients.shape[0]
+        nscripts = scripts.shape[0]
+        rows = nlat = nh = failed = ser = dead = skipped = colmask = sum7 = sum8 = sumlat = 0
+        hlo = nbins
+        hhi = -1
         lo = hi = -1  # the earliest and latest end time, as epoch * 10**6 + us (us < 10**6)
         lo4 = lo5 = hi4 = hi5 = 0
+        refused = 0
+        last_n4 = last_v4 = 0
+        last_e0 = last_e1 = keep0 = keep1 = _U0
         while i < end:
-            nf = 0
+            refused = 1  # until the line is read through
             word = -1
             v0 = v2 = v3 = v4 = v5 = v6 = v7 = 0
-            while True:  # one field
-                if nf == 8:
-                    stats[REFUSED] = 1
-                    return
-                c = buf[i]
-                if nf == 2 and (c < 48 or c > 57):  # a word in the time field
-                    k = i
-                    while buf[k] != 32 and buf[k] != 10:
-                        k += 1
-                    n = k - i
-                    word = -1
+            nf = 0
+            c = 0
+            if i + _WINDOW + 32 <= nbuf:
+                # Word-wise: where the first 48 bytes are not digits, at once; taken when they make a line of
+                # 6 to 8 fields of 1 to 16 digits, one space apart. Else (a word, a long line) byte by byte.
+                m = (nondigits(i) | (nondigits(i + 8) << _U8) | (nondigits(i + 16) << _U16)
+                     | (nondigits(i + 24) << _U24) | (nondigits(i + 32) << _U32) | (nondigits(i + 40) << _U40))
+                s0 = ctz(m)
+                m &= m - _U1
+                s1 = ctz(m)
+                m &= m - _U1
+                s2 = ctz(m)
+                m &= m - _U1
+                s3 = ctz(m)
+                m &= m - _U1
+                s4 = ctz(m)
+                m &= m - _U1
+                s5 = ctz(m)
+                m &= m - _U1
+                s6 = ctz(m)
+                m &= m - _U1
+                s7 = ctz(m)
+                n1, n2, n3, n4, n5 = s1 - s0 - 1, s2 - s1 - 1, s3 - s2 - 1, s4 - s3 - 1, s5 - s4 - 1
+                spaces = (buf[i + s0] ^ 32) | (buf[i + s1] ^ 32) | (buf[i + s2] ^ 32) | (buf[i + s3] ^ 32) \
+                    | (buf[i + s4] ^ 32)
+                lengths = (s0 - 1) | (n1 - 1) | (n2 - 1) | (n3 - 1) | (n4 - 1) | (n5 - 1)
+                if s5 < _WINDOW and spaces == 0 and 0 <= lengths < 16:
+                    last = s5
+                    c = buf[i + s5]
+                    if c == 32 and s6 < _WINDOW and 1 <= s6 - s5 - 1 <= 16:
+                        last = s6
+                        c = buf[i + s6]
+                        if c == 32 and s7 < _WINDOW and 1 <= s7 - s6 - 1 <= 16:
+                            last = s7
+                            c = buf[i + s7]
+                    if c == 10:
+                        nf = 6 + (last > s5) + (last > s6)
+                        v0 = digits(i, s0)
+                        v2 = digits(i + s1 + 1, n2)
+                        v3 = digits(i + s2 + 1, n3)
+                        # the epoch changes once a second: the same bytes as the last line's, the same number
+                        e0 = load8(i + s3 + 1)
+                        e1 = load8(i + s3 + 9)
+                        if n4 != last_n4 or ((e0 ^ last_e0) & keep0) | ((e1 ^ last_e1) & keep1) != _U0:
+                            last_n4, last_e0, last_e1 = n4, e0, e1
+                            keep0, keep1 = _LOW_BYTES[min(n4, 8)], _LOW_BYTES[max(n4 - 8, 0)]
+                            last_v4 = digits(i + s3 + 1, n4)
+                        v4 = last_v4
+                        v5 = digits(i + s4 + 1, n5)
+                        if nf > 6:
+                            v6 = digits(i + s5 + 1, s6 - s5 - 1)
+                        if nf > 7:
+                            v7 = digits(i + s6 + 1, s7 - s6 - 1)
+                        i += last + 1
+            if nf == 0:
+                # client_id
+                j = i
+                c = buf[j]
+                while 48 <= c <= 57:
+                    v0 = v0 * 10 + (c - 48)
+                    j += 1
+                    c = buf[j]
+                if j == i or j - i > 18 or c != 32:
+                    break
+                i = j + 1
+                # transaction_no: digits only checked
+                j = i
+                c = buf[j]
+                while 48 <= c <= 57:
+                    j += 1
+                    c = buf[j]
+                if j == i or j - i > 18 or c != 32:
+                    break
+                i = j + 1
+                # time: microseconds or a word
+                j = i
+                c = buf[j]
+                if 48 <= c <= 57:
+                    while 48 <= c <= 57:
+                        v2 = v2 * 10 + (c - 48)
+                        j += 1
+                        c = buf[j]
+                    if j - i > 18 or c != 32:
+                        break
+                else:
+                    while buf[j] != 32 and buf[j] != 10:
+                        j += 1
+                    n = j - i
                     if n == 6 and buf[i] == 102 and buf[i + 1] == 97 and buf[i + 2] == 105 \
                             and buf[i + 3] == 108 and buf[i + 4] == 101 and buf[i + 5] == 100:
                         word = 0  # failed
@@ -77,47 +213,65 @@ def _kernel() -> Any:
                             and buf[i + 3] == 112 and buf[i + 4] == 112 and buf[i + 5] == 101 \
                             and buf[i + 6] == 100:
                         word = 3  # skipped
-                    if word < 0:
-                        stats[REFUSED] = 1
-                        return
-                    i = k
-                else:
-                    v = 0
-                    first = i
-                    c = buf[i]
-                    while 48 <= c <= 57:
-                        v = v * 10 + (c - 48)
-                        i += 1
-                        c = buf[i]
-                    digits = i - first
-                    if digits == 0 or digits > 18:
-                        stats[REFUSED] = 1
-                        return
-                    if nf == 0:
-                        v0 = v
-                    elif nf == 2:
-                        v2 = v
-                    elif nf == 3:
-                        v3 = v
-                    elif nf == 4:
-                        v4 = v
-                    elif nf == 5:
-                        v5 = v
-                    elif nf == 6:
-                        v6 = v
-                    elif nf == 7:
-                        v7 = v
-                nf += 1
-                c = buf[i]
-                i += 1
-                if c == 10:
+                    if word < 0 or buf[j] != 32:
+                        break
+                i = j + 1
+                # script_no
+                j = i
+                c = buf[j]
+                while 48 <= c <= 57:
+                    v3 = v3 * 10 + (c - 48)
+                    j += 1
+                    c = buf[j]
+                if j == i or j - i > 18 or c != 32:
                     break
-                if c != 32:
-                    stats[REFUSED] = 1
-                    return
-            if nf < 6 or v0 >= clients.shape[0] or v3 >= scripts.shape[0] or v5 >= 1000000 or v4 >= 1 << 40:
-                stats[REFUSED] = 1
-                return
+                i = j + 1
+                # time_epoch
+                j = i
+                c = buf[j]
+                while 48 <= c <= 57:
+                    v4 = v4 * 10 + (c - 48)
+                    j += 1
+                    c = buf[j]
+                if j == i or j - i > 18 or c != 32:
+                    break
+                i = j + 1
+                # time_us, then up to two more columns
+                j = i
+                c = buf[j]
+                while 48 <= c <= 57:
+                    v5 = v5 * 10 + (c - 48)
+                    j += 1
+                    c = buf[j]
+                if j == i or j - i > 18:
+                    break
+                i = j + 1
+                nf = 6
+                if c == 32:
+                    j = i
+                    c = buf[j]
+                    while 48 <= c <= 57:
+                        v6 = v6 * 10 + (c - 48)
+                        j += 1
+                        c = buf[j]
+                    if j == i or j - i > 18:
+                        break
+                    i = j + 1
+                    nf = 7
+                    if c == 32:
+                        j = i
+                        c = buf[j]
+                        while 48 <= c <= 57:
+                            v7 = v7 * 10 + (c - 48)
+                            j += 1
+                            c = buf[j]
+                        if j == i or j - i > 18:
+                            break
+                        i = j + 1
+                        nf = 8
+            if c != 10 or v0 >= nclients or v3 >= nscripts or v5 >= 1000000 or v4 >= 1 << 40:
+                break
+            refused = 0
             rows += 1
             colmask |= 1 << nf
             clients[v0] = True
@@ -130,9 +284,16 @@ def _kernel() -> Any:
             sum7 += v6
             sum8 += v7
             if word < 0:
-                lat[nlat] = v2
-                nlat += 1
                 sumlat += v2
+                if v2 < nbins:
+                    hist[v2] += 1
+                    nh += 1
+                    lat[top - nh] = v2
+                    hlo = min(hlo, v2)
+                    hhi = max(hhi, v2)
+                else:
+                    lat[nlat] = v2
+                    nlat += 1
             elif word == 3:
                 skipped += 1
             else:
@@ -141,8 +302,12 @@ def _kernel() -> Any:
                     ser += 1
                 elif word == 2:
                     dead += 1
+        stats[REFUSED] = refused
         stats[ROWS] = rows
         stats[NLAT] = nlat
+        stats[NHIST] = nh
+        stats[HLO] = hlo
+        stats[HHI] = hhi
         stats[FAILED] = failed
         stats[SERIALIZATION] = ser
         stats[DEADLOCK] = dead
@@ -192,34 +357,66 @@ def _find_newline(buf: np.ndarray, at: int, end: int) -> int:
     return at + int(hits[0]) if len(hits) else -1
 
 
-def scan_chunk(buf: bytearray, end: int, cores: int) -> dict[str, Any] | None:
-    """Counters of ``buf[:end]`` (whole lines) and its successful latencies (us, in file order, one
-    array per part); None if the chunk is not exactly as pgbench writes it."""
+class Scratch:
+    """Buffers of the parts of a chunk, reused from chunk to chunk of one pass: a fresh latency buffer
+    per chunk cost a page fault per 4 KiB written."""
+
+    def __init__(self) -> None:
+        self.lat: list[np.ndarray] = []
+
+    def latencies(self, part: int, size: int) -> np.ndarray:
+        while len(self.lat) <= part:
+            self.lat.append(np.empty(0, dtype=np.int64))
+        if len(self.lat[part]) < size:
+            self.lat[part] = np.empty(size, dtype=np.int64)
+        return self.lat[part]
+
+
+def scan_chunk(buf: bytearray, end: int, cores: int, hists: np.ndarray | None = None,
+               scratch: Scratch | None = None) -> dict[str, Any] | None:
+    """Counters of ``buf[:end]`` (whole lines) and its successful latencies (us); None, with ``hists``
+    as it was, if the chunk is not exactly as pgbench writes it.
+
+    Without ``hists`` every latency is returned, in file order (one array per part). With ``hists``
+    (``cores`` rows of ``HIST_US`` counts), part ``k`` counts its latencies below ``HIST_US`` in
+    ``hists[k]`` (``"counted"``, between ``"counted_lo"`` and ``"counted_hi"``) and returns only the
+    others. Returned arrays are views of ``scratch``'s buffers: valid until its next chunk.
+    """
     scan = _kernel()
     if end == 0 or buf[end - 1] != 10:  # the last line of a file without a final newline
         return None
+    scratch = scratch or Scratch()
     data = np.frombuffer(buf, dtype=np.uint8, count=end)
+    whole = np.frombuffer(buf, dtype=np.uint8)  # the word-wise path may read past end
     n = max(1, min(cores, end // _MIN_PART_BYTES))
-    parts = _parts(data, end, n)
+    if hists is not None and len(hists) < n:
+        raise ValueError(f"{len(hists)} histogram rows for {n} parts")
+    no_hist = np.zeros(0, dtype=np.int64)
     outs = []
-    for a, b in parts:
-        outs.append({"range": (a, b), "lat": np.empty((b - a) // 12 + 1, dtype=np.int64),
+    for k, (a, b) in enumerate(_parts(data, end, n)):
+        outs.append({"range": (a, b), "lat": scratch.latencies(k, (b - a) // 12 + 1),
+                     "hist": hists[k] if hists is not None else no_hist,
                      "clients": np.zeros(MAX_CLIENTS, dtype=np.bool_), "scripts": np.zeros(MAX_SCRIPTS, dtype=np.bool_),
-                     "stats": np.zeros(11, dtype=np.int64), "ends": np.zeros(4, dtype=np.int64)})
+                     "stats": np.zeros(NSTATS, dtype=np.int64), "ends": np.zeros(4, dtype=np.int64)})
 
     def one(o: dict[str, Any]) -> None:
         a, b = o["range"]
-        scan(data, a, b, o["lat"], o["clients"], o["scripts"], o["stats"], o["ends"])
+        scan(whole, a, b, o["lat"], o["hist"], o["clients"], o["scripts"], o["stats"], o["ends"])
 
     if len(outs) == 1:
         one(outs[0])
     else:
         list(_pool(len(outs)).map(one, outs))
     if any(o["stats"][REFUSED] for o in outs):
+        for o in outs:  # take back what every part counted (the refused one up to its bad line)
+            counted = o["lat"][len(o["lat"]) - int(o["stats"][NHIST]):]
+            np.subtract.at(o["hist"], counted, 1)
         return None
     total = {k: sum(int(o["stats"][i]) for o in outs) for k, i in
              (("rows", ROWS), ("failed", FAILED), ("serialization", SERIALIZATION), ("deadlock", DEADLOCK),
-              ("skipped", SKIPPED), ("sum7", SUM7), ("sum8", SUM8), ("sumlat", SUMLAT))}
+              ("skipped", SKIPPED), ("sum7", SUM7), ("sum8", SUM8), ("sumlat", SUMLAT), ("counted", NHIST))}
+    total["counted_lo"] = min(int(o["stats"][HLO]) for o in outs)
+    total["counted_hi"] = max(int(o["stats"][HHI]) for o in outs)
     mask = 0
     for o in outs:
         mask |= int(o["stats"][COLMASK])
