@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import random
 from pathlib import Path
 from typing import Any
 
@@ -504,6 +505,75 @@ def test_the_compiled_loop_refuses_anything_else(odd: str) -> None:
     """Whatever is not exactly pgbench's format goes to the general readers, which decide."""
     data = bytearray(b"0 1 2902 0 1795266855 224775\n" * 3 + odd.encode())
     assert txlog_kernel.scan_chunk(data, len(data), cores=1) is None
+
+
+def _random_line(rng: random.Random) -> bytes:
+    """A line as pgbench writes it, or a near miss: 5-9 fields of 0-19 digits, the time field's words
+    and others, signs, hex, runs of spaces, tabs, CRLF, a space before the newline."""
+    nf = rng.choice([5, 6, 6, 6, 6, 7, 7, 8, 8, 9])
+    fields = []
+    for k in range(nf):
+        r = rng.random()
+        if k == 2 and r < 0.15:
+            fields.append(rng.choice(["failed", "serialization", "deadlock", "skipped", "failedx", "skip"]))
+        elif r < 0.01:
+            fields.append("")
+        elif r < 0.02:
+            fields.append(rng.choice(["-5", "0x1F", "1a", "+3", "\u00e9"]))
+        else:
+            widths = {0: [1, 1, 2, 3, 5], 3: [1, 1, 1, 2, 4], 4: [1, 9, 10, 10, 10, 12, 13], 5: [1, 3, 6, 6, 6, 7]}.get(
+                k, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 16, 17, 18, 19])
+            fields.append("".join(rng.choices("0123456789", k=rng.choice(widths))))
+    line = fields[0] + "".join((" " if rng.random() > 0.01 else rng.choice(["  ", "\t"])) + f for f in fields[1:])
+    return (line + rng.choice(["\n"] * 40 + ["\r\n", " \n"])).encode()
+
+
+def _same_scan(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    lat = [np.concatenate(x["latencies_us"]).tolist() for x in (a, b)]
+    return lat[0] == lat[1] and {k: v for k, v in a.items() if k != "latencies_us"} == {
+        k: v for k, v in b.items() if k != "latencies_us"}
+
+
+def test_the_compiled_loop_reads_words_at_a_time_as_byte_by_byte() -> None:
+    """Where 80 bytes follow a line's start the loop reads it 8 bytes at a time, else (the end of the
+    buffer) byte by byte: both take the same lines with the same numbers (those of the line-by-line
+    rules), and refuse the same; a run of lines read word-wise gives the sum of its lines."""
+    rng = random.Random(7)
+    pad = b"1 1 1 0 1 1\n" * 8  # after the chunk's end: read, never counted
+    taken: list[bytes] = []
+    for _ in range(8000):
+        line = _random_line(rng)
+        alone = txlog_kernel.scan_chunk(bytearray(line), len(line), cores=1)
+        assert _same_scan(alone, txlog_kernel.scan_chunk(bytearray(line + pad), len(line), cores=1)), line
+        if alone is None:
+            continue
+        taken.append(line)
+        tok = line.split()
+        ref = _reference_parse(line.decode())
+        assert (alone["rows"], alone["columns"], alone["clients"], alone["scripts"]) == (
+            1, {len(tok)}, {int(tok[0])}, {int(tok[3])}), line
+        assert alone["first_end"] == alone["last_end"] == ref["first_end_epoch"], line
+        assert np.concatenate(alone["latencies_us"]).tolist() == ([int(tok[2])] if tok[2].isdigit() else []), line
+        assert (alone["failed"], alone["serialization"], alone["deadlock"], alone["skipped"]) == (
+            ref["failed"], ref["serialization_failures"], ref["deadlock_failures"], ref["skipped"]), line
+        assert (alone["sum7"], alone["sum8"]) == (int(tok[6]) if len(tok) > 6 else 0,
+                                                  int(tok[7]) if len(tok) > 7 else 0), line
+    assert len(taken) > 2000
+    for ncols in (6, 7, 8):
+        lines = [ln for ln in taken if len(ln.split()) == ncols]
+        run = b"".join(lines)
+        got = txlog_kernel.scan_chunk(bytearray(run + pad), len(run), cores=1)
+        assert got is not None and got["rows"] == len(lines)
+        parts = [txlog_kernel.scan_chunk(bytearray(ln), len(ln), cores=1) for ln in lines]
+        assert np.concatenate(got["latencies_us"]).tolist() == [
+            v for p in parts for v in np.concatenate(p["latencies_us"]).tolist()]
+        for key in ("failed", "serialization", "skipped", "sum7", "sum8", "sumlat"):  # int64 sums wrap, as numpy's
+            assert got[key] % 2**64 == sum(p[key] for p in parts) % 2**64, key
+        assert got["clients"] == set().union(*(p["clients"] for p in parts))
+        assert (got["first_end"], got["last_end"]) == (min(p["first_end"] for p in parts),
+                                                       max(p["last_end"] for p in parts))
 
 
 @pytest.mark.parametrize("seventh", [None, "lag", "retries"])

@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 from conftest import REPO
 from pglab.errors import ParseError
-from pglab.parsers.pgbench import parse_transaction_log
+from pglab.parsers import txlog_kernel
+from pglab.parsers.pgbench import _percentiles, parse_transaction_log, parse_transaction_log_file
 from pglab.parsers.txlog import merged_percentiles, transaction_latencies_ms
+from pglab.parsers.txlog_kernel import HIST_US
 
 LOGS = sorted((REPO / "tests/data/pgbench").glob("*/txlog*"))
 
@@ -53,3 +55,79 @@ def test_what_is_not_a_log_is_refused_naming_the_file(tmp_path: Path) -> None:
     bad.write_text("0 1 2902 0 1795266855 224775\n0 2 slow 0 1795266855 224775\n")
     with pytest.raises(ParseError, match="pgbench_log.2"):
         transaction_latencies_ms(bad)
+
+
+QS = (0, 1, 25, 50, 90, 95, 99, 99.9, 99.99, 100)
+
+
+def exact(values_ms: np.ndarray, qs: tuple = QS) -> tuple[list, float | None, float | None]:
+    """The percentiles, min and max by partitioning every latency (what merged_percentiles did before counting)."""
+    return _percentiles(np.array(values_ms, dtype=np.float64), qs)
+
+
+@pytest.mark.parametrize("path", LOGS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_counted_percentiles_are_the_partitioned_ones(path: Path) -> None:
+    """Latencies counted in histograms give the percentiles of the partition, to the last bit."""
+    want, lo, hi = exact(transaction_latencies_ms(path))
+    got = merged_percentiles([path], qs=QS)
+    assert [got[q] for q in QS] == want
+    full = parse_transaction_log_file(path)
+    assert (full["latency_min_ms"], full["latency_max_ms"]) == (lo, hi)
+    assert [full["p50_ms"], full["p95_ms"], full["p99_ms"]] == exact(transaction_latencies_ms(path), (50, 95, 99))[0]
+
+
+def _log(path: Path, us: np.ndarray, rng: np.random.Generator) -> str:
+    """A log with these latencies (a few failures among them), as pgbench writes it."""
+    time_col = us.astype(str).astype(object)
+    time_col[rng.random(len(us)) < 0.01] = "serialization"
+    ends = 1795266855 * 10**6 + np.cumsum(rng.integers(1, 500, len(us)))
+    text = "".join(f"{i % 8} {i // 8} {t} 0 {e // 10**6} {e % 10**6}\n"
+                   for i, (t, e) in enumerate(zip(time_col, ends, strict=True)))
+    path.write_text(text)
+    return text
+
+
+def test_counted_percentiles_with_latencies_beyond_the_histogram(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Latencies of HIST_US us and more (4.2 s, up to 10**17) are kept one by one, after the counted ones:
+    the same percentiles as the partition, in parts read by several threads, chunks cut anywhere; a chunk
+    refused after some parts counted its latencies takes them back; arrays of ms merged in (values
+    among the counted ones) fall back to the partition."""
+    rng = np.random.default_rng(3)
+    n = 100_000  # about 3.5 MB: several parts per chunk
+    us = rng.lognormal(7.5, 0.6, n).astype(np.int64)
+    outliers = rng.random(n) < 0.03
+    us[outliers] = rng.integers(HIST_US - 5, 10**12, int(outliers.sum()))
+    us[:6] = [HIST_US - 1, HIST_US, HIST_US + 1, 10**17, 0, HIST_US - 1]
+    log = tmp_path / "pgbench_log.1"
+    text = _log(log, us, rng)
+    lat = transaction_latencies_ms(log)
+    assert len(lat) > 0.98 * n and (lat >= HIST_US / 1000).mean() > 0.02
+    for chunk_bytes in (16 << 20, (2 << 20) + 7, 4096):
+        got = merged_percentiles([log], qs=QS, chunk_bytes=chunk_bytes)
+        assert got["n"] == len(lat) and [got[q] for q in QS] == exact(lat)[0], chunk_bytes
+    ref = parse_transaction_log(text)  # the counts and the rest, through the general readers
+    with monkeypatch.context() as m:
+        m.setattr(txlog_kernel, "available", lambda: False)
+        assert parse_transaction_log_file(log) == ref
+    assert parse_transaction_log_file(log) == ref
+    assert (ref["latency_min_ms"], ref["latency_max_ms"]) == exact(lat)[1:]
+    # every latency beyond the histogram
+    big = tmp_path / "pgbench_log.2"
+    _log(big, rng.integers(HIST_US, 10**9, 5000), rng)
+    assert [merged_percentiles([big], qs=QS)[q] for q in QS] == exact(transaction_latencies_ms(big))[0]
+    # a bad line near the end: the compiled loop refuses the chunk after its first parts counted
+    lines = text.splitlines(keepends=True)
+    lines[-10] = lines[-10].replace(" ", "\t", 1)
+    bad = tmp_path / "pgbench_log.3"
+    bad.write_text("".join(lines))
+    with monkeypatch.context() as m:
+        m.setattr(txlog_kernel, "available", lambda: False)
+        general = parse_transaction_log_file(bad), merged_percentiles([bad], qs=QS)
+    assert (parse_transaction_log_file(bad), merged_percentiles([bad], qs=QS)) == general
+    # arrays of ms among the counted values: partitioned with them
+    extra = np.array([0.5, 2.0, 7.25, np.float64(HIST_US) / 1000, 1e9])
+    got = merged_percentiles([log, extra], qs=QS)
+    assert [got[q] for q in QS] == exact(np.concatenate([lat, extra]))[0]
+    with_nan = merged_percentiles([log, np.array([np.nan])], qs=QS)
+    assert np.array_equal([with_nan[q] for q in QS], exact(np.concatenate([lat, [np.nan]]))[0], equal_nan=True)

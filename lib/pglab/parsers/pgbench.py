@@ -394,9 +394,11 @@ def parse_init(stderr: str) -> dict[str, Any]:
 # -l per-transaction log
 # --------------------------------------------------------------------------------------------
 #
-# A paper-profile point writes logs of about 1 GB, so a log is read vectorised and in chunks (pyarrow's
-# CSV reader, blocks of a chunk parsed on every core), keeping counters and the successful latencies
-# (8 bytes each, a quarter of the file), never rows. Every field is converted to an unsigned integer;
+# A paper-profile point writes logs of about 1 GB, so a log is read in chunks, through the compiled loop
+# of txlog_kernel (every core, a plain file mapped rather than copied) or, for what it refuses, vectorised
+# (pyarrow's CSV reader, blocks of a chunk parsed on every core), keeping counters and the successful
+# latencies, never rows: counted (_Latencies) when only percentiles, min, max and mean are wanted, else 8
+# bytes each (a quarter of the file). With pyarrow every field is converted to an unsigned integer;
 # the words of the time column are read as nulls and told apart by counting letters only one of them
 # has (faster than reading that column as text). A chunk the vectorised reader refuses, or where it
 # could read what the line-by-line rules refuse, is read again line by line with those rules: bad
@@ -405,8 +407,10 @@ def parse_init(stderr: str) -> dict[str, Any]:
 
 _FAIL_WORDS = {"failed", "serialization", "deadlock"}
 _TIME_WORDS = ("failed", "serialization", "deadlock", "skipped")
-#: Bytes read at a time. Memory: the chunk, its parsed columns (about as much again) and the
-#: latencies kept so far (8 bytes per successful transaction, about a quarter of the file).
+#: Bytes read (or scanned, of a mapped file) at a time. Memory: the chunk, its parsed columns when pyarrow
+#: reads it (about as much again) and the latencies kept so far: in file order, 8 bytes per successful
+#: transaction (about a quarter of the file); counted, the histograms' pages met and 8 bytes per latency
+#: of 4.2 s or more.
 CHUNK_BYTES = 16 << 20
 _BLOCK_BYTES = 4 << 20  # pyarrow parses the blocks of a chunk in parallel
 _EXPECTED_LINE = ("'client_id transaction_no time script_no time_epoch time_us [schedule_lag] [retries]' "
@@ -839,8 +843,7 @@ def _scan(open_stream: Callable[[], BinaryIO], chunk_bytes: int, lat: _Latencies
             for offset, chunk, end in chunks:
                 if compiled and _scan_chunk_compiled(chunk, end, acc, scratch):
                     continue
-                buf = chunk if isinstance(chunk, bytearray) else bytearray(chunk[:end])
-                del chunk  # (a view of the mapping)
+                buf = chunk if isinstance(chunk, bytearray) else bytearray(chunk[:end])  # a mapped chunk: copied
                 if not _scan_chunk_arrow(buf, end, acc, full):
                     text = bytes(buf[:end]).decode("utf-8", errors="replace")
                     _scan_lines(text, _lines_before(open_stream, offset) + 1, acc)
@@ -904,7 +907,7 @@ def parse_transaction_log_file(path: str | os.PathLike[str], seventh_column: str
                                chunk_bytes: int = CHUNK_BYTES) -> dict[str, Any]:
     """A ``-l`` log file (plain or ``.gz``), read in chunks: :func:`parse_transaction_log`'s dict and errors.
 
-    Memory stays near a chunk plus 8 bytes per successful transaction, whatever the file's size.
+    Memory stays near a chunk plus the latencies' histograms (a few MB), whatever the file's size.
     """
     _check_seventh(seventh_column)
     return _summary(_scan(_opener(path), chunk_bytes, _Latencies(_input_bytes(path), counted=True)),
@@ -976,8 +979,9 @@ def merged_percentiles(arrays_or_paths: LatencySource | Iterable[LatencySource],
     """Exact percentiles over every successful transaction of several logs or latency arrays (ms) merged.
 
     ``{"n": count, q: value, ...}``, interpolated as :func:`percentile` does (numpy's default method);
-    values are None when there is no transaction. The data are merged into one array (never copied
-    again) and partitioned, not sorted.
+    values are None when there is no transaction. The latencies of logs are counted in histograms
+    (whole microseconds below 4.2 s), the others merged into one array and partitioned, nothing sorted:
+    the values of partitioning them all.
     """
     items = _items(arrays_or_paths)
     lat = _Latencies(_sizes(items), counted=True)

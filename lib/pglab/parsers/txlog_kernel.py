@@ -2,7 +2,11 @@
 
 Why: a paper-profile point writes about 1 GB of ``-l`` log, and pyarrow's general CSV reader (every
 field converted, then reduced) ran at 25-45x ``wc -l`` on this 2-core machine. A loop compiled for
-exactly this format reads each byte once and keeps nothing but counters and the latencies.
+exactly this format reads each line once and keeps nothing but counters and the latencies, or only
+counts of the latencies when percentiles are all that is wanted (``HIST_US``). A line is read 8 bytes
+at a time (SWAR: where its separators are, then each field's digits, with a few multiplications), not
+byte by byte: 1.6x faster than the byte loop, which remains for what that path does not take (a word
+in the time field, a long line, the end of the buffer).
 
 Strict by design: it accepts only lines exactly as pgbench writes them (6 to 8 fields, one space
 between fields, ``\\n`` line ends, the last line included, ASCII digits of at most 18 (no overflow),
@@ -41,6 +45,7 @@ _BITS1, _BITS2, _BITS4 = np.uint64(0x5555555555555555), np.uint64(0x333333333333
 _BYTES1 = np.uint64(0x0101010101010101)
 _MUL1, _MUL2, _MUL3 = np.uint64(10 * 256 + 1), np.uint64(100 * 65536 + 1), np.uint64(10000 * 2**32 + 1)
 _KEEP1, _KEEP2 = np.uint64(0x00FF00FF00FF00FF), np.uint64(0x0000FFFF0000FFFF)
+_U10, _U100, _PAIRS, _LOW16 = np.uint64(10), np.uint64(100), np.uint64(0x00FF00FF), np.uint64(0xFFFF)
 _POW10 = np.array([10**k for k in range(9)], dtype=np.int64)
 _LOW_BYTES = np.array([(1 << 8 * k) - 1 for k in range(9)], dtype=np.uint64)  # the first k bytes of a word
 # A chunk is cut at line ends into this many parts scanned at once (the kernel releases the GIL).
@@ -68,6 +73,9 @@ def _kernel() -> Any:
                 x |= np.uint64(buf[u + np.uint64(k)]) << np.uint64(8 * k)
             return x
 
+        def at(a):  # noqa: ANN001, ANN202  buf[a], a >= 0: an unsigned index spares the check for negative ones
+            return buf[np.uint64(a)]
+
         def nondigits(a):  # noqa: ANN001, ANN202  bit k set when buf[a + k] (k < 8) is not an ASCII digit
             t = load8(a) ^ _ZEROS
             return (((((t & _LOW7) + _TO_HIGH) | t) & _HIGH) * _GATHER) >> _U56
@@ -83,6 +91,11 @@ def _kernel() -> Any:
             t = (t * _MUL1) >> _U8
             t = ((t & _KEEP1) * _MUL2) >> _U16
             return ((t & _KEEP2) * _MUL3) >> _U32
+
+        def four(a, n):  # noqa: ANN001, ANN202  digits(a, n) for 1 <= n <= 4: two multiplications, not three
+            t = ((load8(a) ^ _ZEROS) << np.uint64(64 - 8 * n)) >> _U32
+            t = (t * _U10 + (t >> _U8)) & _PAIRS
+            return np.int64((t * _U100 + (t >> _U16)) & _LOW16)
 
         def digits(a, n):  # noqa: ANN001, ANN202  the number written in buf[a:a + n], all digits, 1 <= n <= 16
             if n <= 8:
@@ -100,7 +113,6 @@ def _kernel() -> Any:
         hlo = nbins
         hhi = -1
         lo = hi = -1  # the earliest and latest end time, as epoch * 10**6 + us (us < 10**6)
-        lo4 = lo5 = hi4 = hi5 = 0
         refused = 0
         last_n4 = last_v4 = 0
         last_e0 = last_e1 = keep0 = keep1 = _U0
@@ -125,29 +137,32 @@ def _kernel() -> Any:
                 m &= m - _U1
                 s4 = ctz(m)
                 m &= m - _U1
+                has6 = m != _U0  # (tested on the mask, not on s5 < 48: LLVM then keeps ctz one instruction)
                 s5 = ctz(m)
                 m &= m - _U1
+                has7 = m != _U0
                 s6 = ctz(m)
                 m &= m - _U1
+                has8 = m != _U0
                 s7 = ctz(m)
                 n1, n2, n3, n4, n5 = s1 - s0 - 1, s2 - s1 - 1, s3 - s2 - 1, s4 - s3 - 1, s5 - s4 - 1
-                spaces = (buf[i + s0] ^ 32) | (buf[i + s1] ^ 32) | (buf[i + s2] ^ 32) | (buf[i + s3] ^ 32) \
-                    | (buf[i + s4] ^ 32)
+                spaces = (at(i + s0) ^ 32) | (at(i + s1) ^ 32) | (at(i + s2) ^ 32) | (at(i + s3) ^ 32) \
+                    | (at(i + s4) ^ 32)
                 lengths = (s0 - 1) | (n1 - 1) | (n2 - 1) | (n3 - 1) | (n4 - 1) | (n5 - 1)
-                if s5 < _WINDOW and spaces == 0 and 0 <= lengths < 16:
+                if has6 and spaces == 0 and 0 <= lengths < 16:
                     last = s5
-                    c = buf[i + s5]
-                    if c == 32 and s6 < _WINDOW and 1 <= s6 - s5 - 1 <= 16:
+                    c = at(i + s5)
+                    if c == 32 and has7 and 1 <= s6 - s5 - 1 <= 16:
                         last = s6
-                        c = buf[i + s6]
-                        if c == 32 and s7 < _WINDOW and 1 <= s7 - s6 - 1 <= 16:
+                        c = at(i + s6)
+                        if c == 32 and has8 and 1 <= s7 - s6 - 1 <= 16:
                             last = s7
-                            c = buf[i + s7]
+                            c = at(i + s7)
                     if c == 10:
                         nf = 6 + (last > s5) + (last > s6)
-                        v0 = digits(i, s0)
+                        v0 = four(i, s0) if s0 <= 4 else digits(i, s0)  # (client ids and script numbers: short)
                         v2 = digits(i + s1 + 1, n2)
-                        v3 = digits(i + s2 + 1, n3)
+                        v3 = four(i + s2 + 1, n3) if n3 <= 4 else digits(i + s2 + 1, n3)
                         # the epoch changes once a second: the same bytes as the last line's, the same number
                         e0 = load8(i + s3 + 1)
                         e1 = load8(i + s3 + 9)
@@ -278,9 +293,9 @@ def _kernel() -> Any:
             scripts[v3] = True
             key = v4 * 1000000 + v5
             if lo < 0 or key < lo:
-                lo, lo4, lo5 = key, v4, v5
+                lo = key
             if key > hi:
-                hi, hi4, hi5 = key, v4, v5
+                hi = key
             sum7 += v6
             sum8 += v7
             if word < 0:
@@ -316,10 +331,10 @@ def _kernel() -> Any:
         stats[SUM7] = sum7
         stats[SUM8] = sum8
         stats[SUMLAT] = sumlat
-        ends[0] = lo4
-        ends[1] = lo5
-        ends[2] = hi4
-        ends[3] = hi5
+        ends[0] = max(lo, 0) // 1000000
+        ends[1] = max(lo, 0) % 1000000
+        ends[2] = max(hi, 0) // 1000000
+        ends[3] = max(hi, 0) % 1000000
 
     return scan
 
@@ -358,8 +373,8 @@ def _find_newline(buf: np.ndarray, at: int, end: int) -> int:
 
 
 class Scratch:
-    """Buffers of the parts of a chunk, reused from chunk to chunk of one pass: a fresh latency buffer
-    per chunk cost a page fault per 4 KiB written."""
+    """The latency buffers of a chunk's parts, reused from chunk to chunk of one pass: a fresh one per
+    chunk cost a page fault per 4 KiB written."""
 
     def __init__(self) -> None:
         self.lat: list[np.ndarray] = []
@@ -372,15 +387,16 @@ class Scratch:
         return self.lat[part]
 
 
-def scan_chunk(buf: bytearray, end: int, cores: int, hists: np.ndarray | None = None,
+def scan_chunk(buf: bytearray | memoryview, end: int, cores: int, hists: np.ndarray | None = None,
                scratch: Scratch | None = None) -> dict[str, Any] | None:
     """Counters of ``buf[:end]`` (whole lines) and its successful latencies (us); None, with ``hists``
-    as it was, if the chunk is not exactly as pgbench writes it.
+    as it was, if the chunk is not exactly as pgbench writes it. ``buf`` may go on after ``end``.
 
     Without ``hists`` every latency is returned, in file order (one array per part). With ``hists``
     (``cores`` rows of ``HIST_US`` counts), part ``k`` counts its latencies below ``HIST_US`` in
-    ``hists[k]`` (``"counted"``, between ``"counted_lo"`` and ``"counted_hi"``) and returns only the
-    others. Returned arrays are views of ``scratch``'s buffers: valid until its next chunk.
+    ``hists[k]`` (``"counted"``, between ``"counted_lo"`` and ``"counted_hi"``, summed in ``"sumlat"``
+    with the others) and returns only the others. Returned arrays are views of ``scratch``'s buffers:
+    valid until its next chunk.
     """
     scan = _kernel()
     if end == 0 or buf[end - 1] != 10:  # the last line of a file without a final newline
@@ -421,8 +437,8 @@ def scan_chunk(buf: bytearray, end: int, cores: int, hists: np.ndarray | None = 
     for o in outs:
         mask |= int(o["stats"][COLMASK])
     total["columns"] = {k for k in range(6, 9) if mask >> k & 1}
-    clients = np.logical_or.reduce([o["clients"] for o in outs])
-    scripts = np.logical_or.reduce([o["scripts"] for o in outs])
+    clients, scripts = (np.logical_or.reduce([o[k] for o in outs]) if len(outs) > 1 else outs[0][k]
+                        for k in ("clients", "scripts"))
     total["clients"] = set(np.flatnonzero(clients).tolist())
     total["scripts"] = set(np.flatnonzero(scripts).tolist())
     # epoch + us / 1e6 in doubles, as the line-by-line rules compute it, for the earliest and latest
