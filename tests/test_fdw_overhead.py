@@ -100,7 +100,7 @@ def test_every_point_ran_under_repeatable_read_with_retries_counted(run: Path, t
     f = a.summary[a.summary.target.isin(["FDW_local", "FDW_external"])].dropna(subset=["factor"])
     assert len(f) == 2 * 2 * 3  # 2 targets x 2 fetch sizes x (RW c1, RW c3, RO c1)
     assert list(a.comparison.claim)[0].startswith("RW through postgres_fdw")
-    for name in ("round_trips.csv", "remote_sql.csv", "latency.csv", "comparison.csv", "stalls.csv"):
+    for name in ("why/round_trips.csv", "why/remote_sql.csv", "latency.csv", "comparison.csv", "stalls.csv"):
         assert (tmp_path / "d" / name).exists()
 
 

@@ -281,8 +281,9 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     waits.to_csv(derived / "waits.csv", index=False, float_format="%.6g")
     latency.to_csv(derived / "latency.csv", index=False, float_format="%.6g")
     stalls.to_csv(derived / "stalls.csv", index=False)
-    rt.to_csv(derived / "round_trips.csv", index=False, float_format="%.6g")
-    rsql.to_csv(derived / "remote_sql.csv", index=False)
+    (derived / "why").mkdir(exist_ok=True)  # one DVC output: what postgres_fdw sends, and how often
+    rt.to_csv(derived / "why" / "round_trips.csv", index=False, float_format="%.6g")
+    rsql.to_csv(derived / "why" / "remote_sql.csv", index=False)
     write_json(derived / "metrics.json", metrics)
     a = Analysis(run_dir, manifest, points, summary, ratios, comparison, metrics, failed, waits, latency, stalls,
                  rt, rsql, checks)
