@@ -24,7 +24,9 @@ pytestmark = pytest.mark.servers
 BIN = Path(os.environ.get("VIRTUAL_ENV", REPO / ".venv")) / "bin"
 SMALLER = {"synchronous_commit": {"levels": ["on", "off"], "clients": [2], "seconds": 2, "blocks": 1,
                                   "standby_read_blocks": 0, "fsync_test_seconds": 0},
-           "logical_replication": {"systems": ["streaming", "builtin"], "clients": [2], "run_seconds": 2}}
+           "logical_replication": {"systems": ["streaming", "builtin"], "clients": [2], "run_seconds": 2},
+           "fdw_overhead": {"targets": ["local", "FDW_local"], "rw_clients": [1], "ro_clients": [], "blocks": 1,
+                            "round_trip_transactions": 10}}
 
 
 def sh(cwd: Path, *args: str, timeout: float = 600) -> str:
