@@ -105,3 +105,13 @@ def _machine_problems(manifest: dict[str, Any], inventory: Inventory) -> list[st
         for h in hosts.values():
             h.close()
     return problems
+
+
+def open_run(data_root: str | Path, study: str, profile: str, parameters: dict[str, Any], plan: dict[str, Any],
+             inventory: Inventory, resume: Path | None = None) -> RunStore:
+    """The run's folder: a new one under ``data_root``, or ``resume`` once it is checked to be the same
+    study, parameters and plan on the same machines; the plan is recorded in its manifest either way."""
+    store = (resumable(resume, parameters, plan, inventory) if resume else
+             RunStore(archive_dir(data_root, study), study, profile, parameters))
+    store.manifest["plan"] = plan
+    return store

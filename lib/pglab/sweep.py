@@ -100,6 +100,12 @@ def plan_record(points: Sequence[Planned], seed: int, baseline: str, blocks: int
 Measure = Callable[[Planned, Point], str | None]
 
 
+class Abort(Exception):  # noqa: N818  (a signal to the loop, not an error of its own)
+    """Raised by ``measure``: this point failed, and the run cannot go on (a standby of the topology died).
+
+    ``run`` records the point as failed with the message, then re-raises: the session stops everything."""
+
+
 def finished(store: RunStore) -> dict[str, str]:
     """Point id -> status of the points already over (a resumed run skips them)."""
     out: dict[str, str] = {}
@@ -163,6 +169,12 @@ def run(store: RunStore, points: Sequence[Planned], measure: Measure, *, desc: s
             t0 = time.monotonic()
             try:
                 reason = measure(planned, point)
+            except Abort as exc:
+                point.meta["measure_s"] = round(time.monotonic() - t0, 3)
+                point.finish("failed", str(exc)[:2000])
+                counts["failed"] += 1
+                store.save()
+                raise
             except errors as exc:
                 reason = f"{type(exc).__name__}: {exc}"[:2000]
             point.meta["measure_s"] = round(time.monotonic() - t0, 3)

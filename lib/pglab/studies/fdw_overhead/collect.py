@@ -31,8 +31,8 @@ from pglab.errors import ProcessError
 from pglab.inventory import Inventory
 from pglab.node import SUPERUSER, Node
 from pglab.params import validate
-from pglab.resume import resumable
-from pglab.store import Point, RunStore, archive_dir
+from pglab.resume import open_run
+from pglab.store import Point, RunStore
 from pglab.studies.fdw_overhead import STUDY
 from pglab.studies.fdw_overhead.params import Params
 from pglab.sweep import Group, Planned, plan_blocks, plan_record
@@ -147,9 +147,7 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
     check(p, inventory)
     points = plan(p)
     record = plan_record(points, p.seed, p.baseline, p.blocks)
-    store = (resumable(resume, p.model_dump(), record, inventory) if resume else
-             RunStore(archive_dir(data_root, STUDY), STUDY, profile, p.model_dump()))
-    store.manifest["plan"] = record
+    store = open_run(data_root, STUDY, profile, p.model_dump(), record, inventory, resume)
     started = time.monotonic()
     with session(inventory, store, tls=p.tls) as s:
         targets = _topology(s, p, store)

@@ -38,8 +38,8 @@ from pglab.replication.measure import run_and_catch_up
 from pglab.replication.pglogical import Pglogical
 from pglab.replication.slony import Slony
 from pglab.replication.streaming import Streaming
-from pglab.resume import resumable
-from pglab.store import Point, RunStore, archive_dir
+from pglab.resume import open_run
+from pglab.store import Point, RunStore
 from pglab.studies.logical_replication import STUDY
 from pglab.studies.logical_replication.params import Params
 from pglab.sweep import Group, Planned, plan_blocks, plan_record
@@ -101,9 +101,7 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
     points = plan(p, systems)
     record = plan_record(points, p.seed, points[0].config if p.baseline not in systems else p.baseline, p.blocks,
                          kept_across_blocks=[f"{name} provider/subscriber pair" for name in systems])
-    store = (resumable(resume, p.model_dump(), record, inventory) if resume else
-             RunStore(archive_dir(data_root, STUDY), STUDY, profile, p.model_dump()))
-    store.manifest["plan"] = record
+    store = open_run(data_root, STUDY, profile, p.model_dump(), record, inventory, resume)
     started = time.monotonic()
     clock = {"measure_s": 0.0, "setup_s": 0.0, "reset_s": 0.0, "verify_s": 0.0}
     store.manifest["systems"] = {name: {"status": "skipped", "reason": why} for name, why in skipped.items()}
