@@ -26,7 +26,9 @@ SMALLER = {"synchronous_commit": {"levels": ["on", "off"], "clients": [2], "seco
                                   "standby_read_blocks": 0, "fsync_test_seconds": 0},
            "logical_replication": {"systems": ["streaming", "builtin"], "clients": [2], "run_seconds": 2},
            "fdw_overhead": {"targets": ["local", "FDW_local"], "rw_clients": [1], "ro_clients": [], "blocks": 1,
-                            "round_trip_transactions": 10}}
+                            "round_trip_transactions": 10},
+           "streaming_scale_out": {"modes": ["none", "sync_apply"], "standbys": 1, "read_nodes": [1, 2],
+                                   "query_types": ["lastpoint"], "devices": 10}}
 
 
 def sh(cwd: Path, *args: str, timeout: float = 600) -> str:

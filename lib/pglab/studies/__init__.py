@@ -11,7 +11,7 @@ from types import ModuleType
 
 from pglab.errors import UserError
 
-STUDIES = ("synchronous_commit", "logical_replication", "fdw_overhead")
+STUDIES = ("synchronous_commit", "logical_replication", "fdw_overhead", "streaming_scale_out")
 
 
 def module(study: str, part: str) -> ModuleType:

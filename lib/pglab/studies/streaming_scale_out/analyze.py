@@ -1,0 +1,438 @@
+"""Analyze: raw run folder -> insert rates per mode, read rates per node count, ratios per block, verdicts.
+
+Pure and deterministic. Inserts: rows/s of each mode divided by ``none`` (no standby) of the same block;
+reads: queries/s over n nodes divided by 1 node of the same block (per query type). Both summarised over
+blocks beside the A/A noise floor (``pglab.effects``). The scale-out claims are judged only when the nodes
+ran on separate machines (``pglab.placement``): on one machine they share its cores.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from pglab import analysis, effects, figures, placement
+from pglab.effects import AA, Claim
+from pglab.store import load_manifest, write_json
+from pglab.studies.streaming_scale_out.params import MODES
+
+ARTICLE = ("article 004: 3 Azure D8 VMs (8 cores, 32 GB), 8 clients, 4000 devices x 3 days (about 100M rows), "
+           "PostgreSQL and TimescaleDB")
+LAG_COLUMNS = ["point", "block", "layout", "mode", "standby", "samples", "replay_lag_bytes_max",
+               "replay_lag_bytes_mean", "replay_lag_s_max", "streaming_share"]
+READ_COLUMNS = ["layout", "query_type", "nodes", "qps_median", "qps_low", "qps_high", "speedup", "speedup_low",
+                "speedup_high", "per_node_qps", "p50_ms", "p95_ms", "p99_ms", "queries", "points"]
+
+
+@dataclass
+class Analysis:
+    """What the notebook shows; every table is also written to ``derived``."""
+
+    run_dir: Path
+    manifest: dict[str, Any]
+    points: pd.DataFrame  # one row per measured point (inserts and reads)
+    summary: pd.DataFrame  # per kind, group and config: median ratio, interval, noise floor; absolute rates
+    ratios: pd.DataFrame  # the per-block ratios behind it
+    comparison: pd.DataFrame
+    metrics: dict[str, Any]
+    failed: pd.DataFrame
+    waits: pd.DataFrame
+    lag: pd.DataFrame  # each standby's replay lag during each load
+    reads: pd.DataFrame  # queries/s, speed-up and latency per layout, query type and node count
+    stalls: pd.DataFrame
+    checks: dict[str, Any]
+    figures: dict[str, list[Path]] = field(default_factory=dict)
+
+
+# -- per point ---------------------------------------------------------------------------------------
+def insert_values(d: Path, meta: dict[str, Any]) -> dict[str, Any]:
+    """rows/s and commit latency from the loader's own files; stalls: seconds of the load with no commit."""
+    s = json.loads((d / "summary.json").read_text()) if (d / "summary.json").exists() else {}
+    row: dict[str, Any] = {"mode": meta.get("mode"), "layout": meta.get("layout"), "value": s.get("rows_per_s"),
+                           "rows_per_s": s.get("rows_per_s"), "metrics_per_s": s.get("metrics_per_s"),
+                           "rows": s.get("rows"), "load_s": s.get("seconds"), "clients": meta.get("clients"),
+                           "commit_p50_ms": s.get("commit_p50_ms"), "commit_p95_ms": s.get("commit_p95_ms"),
+                           "commit_p99_ms": s.get("commit_p99_ms"),
+                           "sync_state": json.dumps(meta.get("sync_state") or {}, sort_keys=True),
+                           "synchronous_commit": meta.get("synchronous_commit_in_effect")}
+    b = _batches(d)
+    if len(b):
+        ends = b.start_s + (b.copy_ms + b.commit_ms) / 1000.0
+        seconds = int(math.ceil(float(ends.max())))
+        hist = np.bincount(np.floor(ends).astype(int), minlength=seconds)[:seconds]
+        quiet = [i for i, n in enumerate(hist[:-1]) if n == 0]  # the last second is partial
+        row.update(stalls=len(quiet), stall_times=" ".join(str(i) for i in quiet))
+    else:
+        row.update(stalls=0, stall_times="")
+    lag = _lag(d)
+    if len(lag):
+        row["replay_lag_bytes_max"] = float(lag.replay_lag_bytes.max())
+        row["replay_lag_s_max"] = float(lag.replay_lag_s.max()) if lag.replay_lag_s.notna().any() else math.nan
+    return row
+
+
+def read_values(d: Path, meta: dict[str, Any]) -> dict[str, Any]:
+    """queries/s of every node in the measured window (warm-up cut), and their sum."""
+    per = meta.get("clients_per_node") or {}
+    qps: dict[str, float] = {}
+    stalls, times = 0, []
+    for node in per:
+        w = analysis.pgbench_window(d, meta, prefix=f"{node}_")
+        qps[node] = float(w["tps"]) if w["tps"] is not None else math.nan
+        stalls += int(w["stalls"] or 0)
+        times += [f"{node}:{t}" for t in w["stall_times"].split()]
+    total = float(np.sum(list(qps.values()))) if qps else math.nan
+    return {"layout": meta.get("layout"), "query_type": meta.get("query_type"), "nodes": meta.get("nodes"),
+            "clients": meta.get("read_clients"), "value": total, "qps": total, "tps": total,
+            "per_node_qps": json.dumps({k: round(v, 2) for k, v in qps.items()}, sort_keys=True),
+            "stalls": stalls, "stall_times": " ".join(times)}
+
+
+def point_values(d: Path, meta: dict[str, Any]) -> dict[str, Any]:
+    return insert_values(d, meta) if meta.get("kind") == "insert" else read_values(d, meta)
+
+
+def _batches(d: Path) -> pd.DataFrame:
+    f = d / "batches.csv"
+    return pd.read_csv(f) if f.exists() and f.stat().st_size else pd.DataFrame()
+
+
+def _lag(d: Path) -> pd.DataFrame:
+    f = d / "lag.csv"
+    if not f.exists() or not f.stat().st_size:
+        return pd.DataFrame(columns=["t_s", "standby", "state", "replay_lag_bytes", "replay_lag_s"])
+    return pd.read_csv(f)
+
+
+# -- tables ------------------------------------------------------------------------------------------
+def lag_table(run_dir: Path, points: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for r in points[points.kind == "insert"].itertuples():
+        lag = _lag(Path(run_dir) / r.point)
+        for sb, g in lag.groupby("standby", sort=True):
+            rows.append({"point": r.point, "block": r.block, "layout": r.layout, "mode": r.config, "standby": sb,
+                         "samples": len(g), "replay_lag_bytes_max": g.replay_lag_bytes.max(),
+                         "replay_lag_bytes_mean": g.replay_lag_bytes.mean(),
+                         "replay_lag_s_max": g.replay_lag_s.max(),
+                         "streaming_share": float((g.state == "streaming").mean())})
+    return pd.DataFrame(rows, columns=LAG_COLUMNS)
+
+
+def insert_latency(run_dir: Path, points: pd.DataFrame) -> pd.DataFrame:
+    """Commit latency percentiles per layout and mode, merged over every batch of every block."""
+    rows = []
+    ins = points[(points.kind == "insert") & (points["copy"] == 1)]
+    for (lay, mode), g in ins.groupby(["layout", "config"], sort=True):
+        b = pd.concat([_batches(Path(run_dir) / p) for p in g.point], ignore_index=True)
+        if b.empty:
+            continue
+        c, t = b.commit_ms.to_numpy(), (b.copy_ms + b.commit_ms).to_numpy()
+        rows.append({"group": lay, "config": mode, "commit_p50_ms": np.percentile(c, 50),
+                     "commit_p95_ms": np.percentile(c, 95), "commit_p99_ms": np.percentile(c, 99),
+                     "batch_p50_ms": np.percentile(t, 50), "batch_p99_ms": np.percentile(t, 99),
+                     "batches": len(b)})
+    return pd.DataFrame(rows, columns=["group", "config", "commit_p50_ms", "commit_p95_ms", "commit_p99_ms",
+                                       "batch_p50_ms", "batch_p99_ms", "batches"])
+
+
+def reads_table(run_dir: Path, points: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
+    rd = points[(points.kind == "read") & (points["copy"] == 1)]
+    if rd.empty:
+        return pd.DataFrame(columns=READ_COLUMNS)
+    from pglab.parsers.txlog import merged_percentiles
+
+    rows = []
+    sp = summary[summary.kind == "read"].set_index(["group", "config"])
+    for (lay, q, n), g in rd.groupby(["layout", "query_type", "nodes"], sort=True):
+        med, lo, hi, _ = effects.interval(g.qps.to_numpy())
+        per = pd.DataFrame([json.loads(v) for v in g.per_node_qps]).median().round(1).to_dict()
+        paths = sorted(str(f) for p in g.point for f in (Path(run_dir) / p).glob("txlog_*/pgbench_log*"))
+        pct = merged_percentiles(paths, qs=(50, 95, 99)) if paths else {}
+        key = (f"{lay}-{q}", f"n{int(n)}")
+        s = sp.loc[key] if key in sp.index else None
+        rows.append({"layout": lay, "query_type": q, "nodes": int(n), "qps_median": med, "qps_low": lo,
+                     "qps_high": hi, "speedup": 1.0 if int(n) == 1 else (s["median"] if s is not None else math.nan),
+                     "speedup_low": math.nan if s is None else s.ci_low,
+                     "speedup_high": math.nan if s is None else s.ci_high,
+                     "per_node_qps": json.dumps(per, sort_keys=True), "p50_ms": pct.get(50), "p95_ms": pct.get(95),
+                     "p99_ms": pct.get(99), "queries": pct.get("n"), "points": len(g)})
+    return pd.DataFrame(rows, columns=READ_COLUMNS)
+
+
+# -- claims -----------------------------------------------------------------------------------------
+def nodes_apart(manifest: dict[str, Any], n: int) -> tuple[bool, str]:
+    """Whether the first ``n`` nodes (the primary and n - 1 standbys) ran on n different machines."""
+    topo = manifest.get("topology", {})
+    hosts = [topo.get("primary", {}).get("host")] + [s.get("host") for s in topo.get("standbys", [])][: n - 1]
+    hosts = [h for h in hosts if h]
+    ms = {placement.machine(manifest, h) for h in hosts}
+    if len(hosts) == n and len(ms) == n:
+        return True, f"{n} nodes on {n} machines"
+    where = ", ".join(hosts) or "unknown hosts"
+    return False, (f"the {n} nodes ({where}) ran on {len(ms)} machine(s): they share its cores, so reads "
+                   "cannot scale out; the measured numbers are shown, not judged")
+
+
+def compare(ratios: pd.DataFrame, manifest: dict[str, Any]) -> pd.DataFrame:
+    """Published vs reproduced, one row per claim. Size claims hold when the interval lies beyond the
+    geometric middle between no effect and the published ratio (nearer the published, on a log scale)."""
+    ins = analysis.per_block(ratios[ratios.kind == "insert"].drop(columns="kind"))
+    rd = analysis.per_block(ratios[ratios.kind == "read"].drop(columns="kind"))
+    noise_i = effects.noise_floor(ins.get(AA, pd.Series(dtype=float)))
+    noise_r = effects.noise_floor(rd.get(AA, pd.Series(dtype=float)))
+    col = (lambda df, c: df[c].dropna() if c in df else pd.Series(dtype=float))  # noqa: E731
+    rows = [
+        effects.comparison_row(Claim("async replication costs inserts almost nothing (rows/s async / none)", 1.0,
+                                     "equal", band=0.1), col(ins, "async"), noise_i,
+                               note="within 10% or the noise floor of no replication"),
+        effects.comparison_row(Claim("synchronous apply costs inserts about 50% (rows/s sync_apply / none)", 0.5,
+                                     "less", threshold=math.sqrt(0.5)), col(ins, "sync_apply"), noise_i,
+                               note="held: the interval lies below 0.71, nearer 0.5 than 1 on a log scale"),
+    ]
+    between = pd.Series(dtype=float)
+    if {"sync_write", "sync_apply", "async"} <= set(ins):
+        b = ins[["async", "sync_write", "sync_apply"]].dropna()
+        # in between, per block: sync_write's distance from both ends on a log scale, 0 = at sync_apply, 1 = at async
+        between = (np.log(b.sync_write / b.sync_apply) / np.log(b["async"] / b.sync_apply)).replace(
+            [np.inf, -np.inf], np.nan).dropna() + 0.5
+    rows.append(effects.comparison_row(
+        Claim("synchronous write lies in between (where sync_write falls from sync_apply to async, + 0.5)", 1.0,
+              "equal", band=0.5), between, math.nan,
+        note="0.5 = as slow as sync_apply, 1.5 = as fast as async (log scale, per block); the article gives "
+             "no number, so 1.0 (half way) stands for it"))
+    for n, pub, extra in ((3, 2.5, "2.9x elsewhere in the article"), (5, 4.8, "")):
+        apart, why = nodes_apart(manifest, n)
+        rows.append(effects.comparison_row(
+            Claim(f"reads scale out: {n} nodes answer {pub}x the queries of 1 (queries/s n{n} / n1)", pub,
+                  "greater", threshold=math.sqrt(pub)), col(rd, f"n{n}"), noise_r, measurable=apart, why_not=why,
+            note="; ".join(s for s in (extra, why if apart else "") if s)))
+    return effects.comparison_frame(rows)
+
+
+# -- analyze -----------------------------------------------------------------------------------------
+def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Path,
+            reference_dir: str | Path) -> Analysis:
+    run_dir, derived, figs = Path(run_dir), Path(derived_dir), Path(figures_dir)
+    derived.mkdir(parents=True, exist_ok=True)
+    manifest = load_manifest(run_dir)
+    baseline = manifest.get("parameters", {}).get("baseline", "none")
+    points, failed = analysis.points_table(run_dir, values=point_values)
+    if points.empty:
+        raise ValueError(f"{run_dir}: no successful measurement to analyze ({len(failed)} failed points)")
+    parts = []
+    for kind, base in (("insert", baseline), ("read", "n1")):
+        p = points[points.kind == kind]
+        if len(p):
+            parts.append(effects.block_ratios(p, base, by=["group"], value="value").assign(kind=kind))
+    ratios = pd.concat(parts, ignore_index=True)
+    summary = effects.summarise(ratios, by=["kind", "group", "config"])
+    rates = analysis.tps_summary(points.assign(tps=points.value), ["group", "config"]) \
+        .rename(columns=lambda c: c.replace("tps_", "rate_"))
+    summary = summary.merge(rates, on=["group", "config"], how="outer")
+    summary = summary.merge(insert_latency(run_dir, points), on=["group", "config"], how="left")
+    summary["kind"] = summary.kind.fillna(summary.group.map(dict(zip(points.group, points.kind, strict=False))))
+    waits = analysis.wait_shares(run_dir, points[points.kind == "insert"])
+    lag = lag_table(run_dir, points)
+    reads = reads_table(run_dir, points, summary)
+    stalls = analysis.stalls_table(points)
+    comparison = compare(ratios, manifest)
+    checks = {"timescaledb": manifest.get("timescaledb", {}), "read_checks": manifest.get("read_checks", {}),
+              "counts_equal": _counts_equal(run_dir, points)}
+    metrics = headline(summary, comparison, manifest, len(failed), points, checks)
+    points.to_csv(derived / "points.csv", index=False, float_format="%.6g")
+    summary.to_csv(derived / "summary.csv", index=False, float_format="%.6g")
+    ratios.to_csv(derived / "ratios.csv", index=False, float_format="%.6g")
+    ins = summary[(summary.kind == "insert") & (summary.config != AA)].dropna(subset=["median"])
+    ins.pivot(index="group", columns="config", values="median").reindex(
+        columns=[m for m in MODES if m in set(ins.config)]).rename_axis("layout").reset_index().to_csv(
+        derived / "ratio_lines.csv", index=False, float_format="%.6g")
+    comparison.to_csv(derived / "comparison.csv", index=False, float_format="%.6g")
+    failed.to_csv(derived / "failed_points.csv", index=False)
+    waits.to_csv(derived / "waits.csv", index=False, float_format="%.6g")
+    lag.to_csv(derived / "lag.csv", index=False, float_format="%.6g")
+    reads.to_csv(derived / "reads.csv", index=False, float_format="%.6g")
+    stalls.to_csv(derived / "stalls.csv", index=False)
+    write_json(derived / "metrics.json", metrics)
+    a = Analysis(run_dir, manifest, points, summary, ratios, comparison, metrics, failed, waits, lag, reads, stalls,
+                 checks)
+    a.figures = draw(a, figs)
+    return a
+
+
+def _counts_equal(run_dir: Path, points: pd.DataFrame) -> bool | None:
+    """Every insert point's row counts equal on every node (its counts.json), as the points were checked."""
+    seen = []
+    for p in points[points.kind == "insert"].point:
+        f = Path(run_dir) / p / "counts.json"
+        if f.exists():
+            c = json.loads(f.read_text())
+            seen.append(len({json.dumps(v) for v in c.values()}) == 1)
+    return all(seen) if seen else None
+
+
+def headline(summary: pd.DataFrame, comparison: pd.DataFrame, manifest: dict[str, Any], n_failed: int,
+             points: pd.DataFrame, checks: dict[str, Any]) -> dict[str, Any]:
+    """The numbers ``dvc metrics show`` lists."""
+    par = manifest.get("parameters", {})
+    out: dict[str, Any] = {"run_id": manifest["run_id"], "profile": manifest["profile"], "failed_points": n_failed,
+                           "blocks": int(par.get("blocks", 0)), "read_blocks": int(par.get("read_blocks", 0)),
+                           "steal_flagged_points": int(points.steal_flag.sum()) if "steal_flag" in points else 0}
+    s = summary[summary.config != AA]
+    ins, rd = s[s.kind == "insert"], s[s.kind == "read"]
+    out["rows_per_s"] = {g: {r.config: round(float(r.rate_median), 1) for r in gg.itertuples()
+                             if not pd.isna(r.rate_median)} for g, gg in ins.groupby("group")}
+    out["ratio_to_none"] = {g: {r.config: round(float(r.median), 3) for r in gg.itertuples()
+                                if not pd.isna(r.median)} for g, gg in ins.groupby("group")}
+    out["read_speedup"] = {g: {r.config: round(float(r.median), 3) for r in gg.itertuples()
+                               if not pd.isna(r.median)} for g, gg in rd.groupby("group")}
+    aa = summary[summary.config == AA].dropna(subset=["noise_floor"])
+    out["noise_floor"] = {k: round(float(g.noise_floor.max()), 4) for k, g in aa.groupby("kind")}
+    out["verdicts"] = {row.claim: row.verdict for _, row in comparison.iterrows()}
+    ts = checks.get("timescaledb") or {}
+    out["timescaledb"] = {"available": bool(ts.get("available")), "version": ts.get("version")}
+    out["counts_equal_on_every_node"] = checks.get("counts_equal")
+    rc = checks.get("read_checks") or {}
+    out["read_results_equal_on_every_node"] = all(all(v["same_on_every_node"].values()) for v in rc.values()) \
+        if rc else None
+    out["machines"] = len(placement.machines(manifest))
+    return out
+
+
+# -- figures -----------------------------------------------------------------------------------------
+def _palette(configs: list[str]) -> dict[str, Any]:
+    colours = sns.color_palette("colorblind", len(MODES) + 1)
+    pal = {m: colours[MODES.index(m)] for m in configs if m in MODES}
+    pal[AA] = colours[-1]
+    return pal
+
+
+def draw(a: Analysis, out: Path) -> dict[str, list[Path]]:
+    figures.style()
+    made: dict[str, list[Path]] = {}
+    if (a.points.kind == "insert").any():
+        made["rows_by_mode"] = fig_rows(a, out)
+    if len(a.lag):
+        made["lag_during_load"] = fig_lag(a, out)
+    if (a.points.kind == "read").any():
+        made["reads_by_nodes"] = fig_reads(a, out)
+    made["published_vs_reproduced"] = analysis.fig_comparison(
+        a.comparison, out, "streaming_scale_out: published vs reproduced (insert ratio to no replication; "
+                           "read speed-up over 1 node)")
+    if len(a.waits):
+        made["waits"] = analysis.fig_waits(a.waits, out, order=[m for m in MODES if m in set(a.waits.config)],
+                                           title="Where the primary's loader backends waited, by mode "
+                                                 "(SyncRep: waiting for standbys to confirm)")
+    plt.close("all")
+    return made
+
+
+def fig_rows(a: Analysis, out: Path) -> list[Path]:
+    """Left: rows/s of every point and the median per mode; right: the ratio to none with its interval."""
+    pts = a.points[(a.points.kind == "insert") & (a.points["copy"] == 1)]
+    modes = [m for m in MODES if m in set(pts.config)]
+    pal = _palette(modes)
+    layouts = sorted(set(pts.group))
+    fig, axes = plt.subplots(len(layouts), 2, figsize=(11, 3.8 * len(layouts)), squeeze=False)
+    for (ax, ax2), lay in zip(axes, layouts, strict=True):
+        p = pts[pts.group == lay]
+        sns.stripplot(data=p, x="config", y="rows_per_s", order=modes, hue="config", palette=pal, ax=ax,
+                      jitter=False, size=5, alpha=0.7, legend=False)
+        s = a.summary[(a.summary.group == lay)].set_index("config")
+        for i, m in enumerate(modes):
+            if m in s.index and not pd.isna(s.loc[m, "rate_median"]):
+                r = s.loc[m]
+                ax.errorbar([i + 0.2], [r.rate_median], yerr=[[r.rate_median - r.rate_low],
+                                                              [r.rate_high - r.rate_median]],
+                            color="black", marker="_", capsize=4)
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("")
+        ax.set_ylabel(f"rows/s ({lay}); x10 = metrics/s")
+        ax.set_title(f"{lay}: insert rate per point (bars: median, 95% interval)", fontsize=10)
+        r = s[(s.kind == "insert") & s["median"].notna()]
+        order = [m for m in [*modes, AA] if m in r.index]
+        for i, m in enumerate(order):
+            row = r.loc[m]
+            ax2.errorbar([i], [row["median"]], yerr=[[row["median"] - row.ci_low], [row.ci_high - row["median"]]],
+                         color=pal.get(m), marker="o", capsize=4, ls="none")
+            ax2.annotate(f"{row['median']:.2f}", (i, row["median"]), xytext=(6, 0), textcoords="offset points",
+                         fontsize=8, va="center")
+        nf = r.noise_floor.dropna()
+        if len(nf):
+            ax2.axhspan(1 - nf.iloc[0], 1 + nf.iloc[0], color="grey", alpha=0.15, lw=0)
+        ax2.axhline(1.0, color="grey", lw=0.8)
+        ax2.axhline(0.5, color="tab:orange", lw=0.8, ls=":")
+        ax2.text(len(order) - 0.5, 0.5, "article: sync_apply about 0.5", fontsize=7, color="tab:orange",
+                 ha="right", va="bottom")
+        ax2.set_xticks(range(len(order)), order)
+        ax2.set_ylim(0, max(1.3, float(r.ci_high.max()) + 0.1) if len(r) else 1.3)
+        ax2.set_ylabel("rows/s / rows/s(none), per block")
+        ax2.set_title("ratio to no replication (grey: A/A noise floor)", fontsize=10)
+    fig.suptitle("Time-series inserts (TSBS cpu-only) by replication mode", y=1.01)
+    fig.tight_layout()
+    return figures.save(fig, out, "rows_by_mode")
+
+
+def fig_lag(a: Analysis, out: Path) -> list[Path]:
+    """Each standby's replay lag over the load, for the first block's point of every mode."""
+    ins = a.points[(a.points.kind == "insert") & (a.points["copy"] == 1)]
+    first = ins.sort_values("block").groupby(["group", "config"]).head(1)
+    modes = [m for m in MODES if m in set(first.config) and m != "none"]
+    if not modes:
+        modes = sorted(set(first.config))
+    fig, axes = plt.subplots(1, len(modes), figsize=(3.4 * len(modes) + 1, 3.6), squeeze=False, sharey=True)
+    for ax, m in zip(axes[0], modes, strict=True):
+        for r in first[first.config == m].itertuples():
+            lag = _lag(a.run_dir / r.point)
+            for sb, g in lag.groupby("standby"):
+                ax.plot(g.t_s, g.replay_lag_bytes / 1e6, label=f"{sb} ({r.group})", lw=1)
+        ax.set_title(m, fontsize=10)
+        ax.set_xlabel("seconds into the load")
+        if ax is axes[0][0]:
+            ax.set_ylabel("replay lag, MB of WAL")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    fig.suptitle("Standbys' replay lag during the load (pg_stat_replication, first block)", y=1.02)
+    return figures.save(fig, out, "lag_during_load")
+
+
+def fig_reads(a: Analysis, out: Path) -> list[Path]:
+    """Left: queries/s by node count per query type; right: the speed-up over 1 node with its interval."""
+    r = a.reads
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.4))
+    for (lay, q), g in r.groupby(["layout", "query_type"], sort=True):
+        g = g.sort_values("nodes")
+        label = q if r.layout.nunique() == 1 else f"{q} ({lay})"
+        ax.errorbar(g.nodes, g.qps_median, yerr=[g.qps_median - g.qps_low, g.qps_high - g.qps_median], marker="o",
+                    capsize=3, label=label)
+        ax2.errorbar(g.nodes, g.speedup, yerr=[(g.speedup - g.speedup_low).fillna(0),
+                                                (g.speedup_high - g.speedup).fillna(0)], marker="o", capsize=3,
+                     label=label)
+    nodes = sorted(set(r.nodes))
+    ax.set_xticks(nodes)
+    ax.set_yscale("log")
+    ax.set_xlabel("nodes serving reads (primary + standbys)")
+    ax.set_ylabel("queries/s, all nodes (log)")
+    ax.set_title("Read throughput by node count (median, 95% interval)", fontsize=10)
+    ax.legend(fontsize=7)
+    ax2.plot(nodes, nodes, color="grey", ls=":", lw=1, label="linear")
+    pub = [(n, v) for n, v in ((3, 2.5), (5, 4.8)) if n in nodes]
+    ax2.scatter([n for n, _ in pub], [v for _, v in pub], marker="s", facecolor="none", edgecolor="tab:orange",
+                s=70, zorder=3, label="article (separate VMs)")
+    ax2.set_xticks(nodes)
+    ax2.set_xlabel("nodes serving reads")
+    ax2.set_ylabel("queries/s over queries/s of 1 node, per block")
+    note = placement.summary(a.manifest)
+    ax2.set_title("Speed-up over 1 node\n" + ("(nodes share one machine: not a scale-out)"
+                                              if len(placement.machines(a.manifest)) == 1 else ""), fontsize=10)
+    ax2.legend(fontsize=7)
+    fig.text(0.01, -0.04, note, fontsize=7, wrap=True)
+    fig.tight_layout()
+    return figures.save(fig, out, "reads_by_nodes")
