@@ -28,7 +28,9 @@ SMALLER = {"synchronous_commit": {"levels": ["on", "off"], "clients": [2], "seco
            "fdw_overhead": {"targets": ["local", "FDW_local"], "rw_clients": [1], "ro_clients": [], "blocks": 1,
                             "round_trip_transactions": 10},
            "streaming_scale_out": {"modes": ["none", "sync_apply"], "standbys": 1, "read_nodes": [1, 2],
-                                   "query_types": ["lastpoint"], "devices": 10}}
+                                   "query_types": ["lastpoint"], "devices": 10},
+           "cloud_providers": {"blocks": 1, "seconds": 2, "sysbench_seconds": 2, "sysbench_tables": 1,
+                               "sysbench_table_size": 200, "wait_sample_ms": 0}}
 
 
 def sh(cwd: Path, *args: str, timeout: float = 600) -> str:

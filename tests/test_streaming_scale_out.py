@@ -120,6 +120,7 @@ def test_every_mode_is_in_effect(smoke_run: tuple[Path, analyze.Analysis]) -> No
         if mode == "per_transaction":
             cmd = (meta_file.parent / "load_command.txt").read_text()
             assert "--set-local synchronous_commit=local" in cmd
+            assert meta["in_transaction_after_set_local"] == "local"
     assert seen == {"none", "async", "sync_write", "remote_write", "sync_apply", "per_transaction"}
 
 

@@ -11,7 +11,8 @@ from types import ModuleType
 
 from pglab.errors import UserError
 
-STUDIES = ("synchronous_commit", "logical_replication", "fdw_overhead", "streaming_scale_out")
+STUDIES = ("synchronous_commit", "logical_replication", "fdw_overhead", "streaming_scale_out",
+           "cloud_providers")
 
 
 def module(study: str, part: str) -> ModuleType:

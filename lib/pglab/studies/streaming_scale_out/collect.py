@@ -65,7 +65,8 @@ def plan(p: Params, timescale: str | None = None) -> list[Planned]:
     out += plan_blocks(p.modes, p.baseline, groups, p.blocks, p.seed, prefix="insert")
     if p.read_nodes:
         nodes = [f"n{n}" for n in sorted(p.read_nodes)]
-        for i, lay in enumerate(lays):  # one layout's data at a time: its read blocks together
+        reads = [lay for lay in lays if p.read_layouts is None or lay in p.read_layouts]
+        for i, lay in enumerate(reads):  # one layout's data at a time: its read blocks together
             qgroups = [Group(f"{lay}-{q}", {"kind": "read", "layout": lay, "query_type": q}) for q in p.query_types]
             out += plan_blocks(nodes, "n1", qgroups, p.read_blocks, p.seed + 1 + i, prefix="read")
     return out
@@ -152,7 +153,7 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
     store.manifest["timescaledb"] = ts
     started = time.monotonic()
     with session(inventory, store, tls=p.tls) as s:
-        st = _topology(s, p, store, ts["version"])
+        st = _topology(s, p, store, ts["version"] if p.timescale else None)
         hosts = [s.host(h) for h in p.hosts]
         with waits.sampler(p.wait_sample_ms) as sampler:  # the loader's backends: SyncRep is the sync modes' cost
 
@@ -249,7 +250,14 @@ def set_mode(st: State, mode: str, timeout: float = 60) -> dict[str, Any]:
     for sb in wanted:
         primary.wait_for_replay(sb, timeout=600)  # a restarted standby first replays what it missed
     st.mode = mode
-    return {"synchronous_commit_in_effect": shown, "synchronous_standby_names": names, "sync_state": states,
+    in_tx = None
+    if mode == "per_transaction":  # what the loader's SET LOCAL gives a transaction under this default
+        with primary.connect(DB, autocommit=False) as conn:
+            conn.execute("set local synchronous_commit = local")
+            in_tx = conn.execute("show synchronous_commit").fetchone()[0]
+            conn.rollback()
+    return {"in_transaction_after_set_local": in_tx, "synchronous_commit_in_effect": shown,
+            "synchronous_standby_names": names, "sync_state": states,
             "expected_sync_state": {k: sorted(v) for k, v in expect.items()},
             "standbys_running": sorted(st.running),
             "set_local": "synchronous_commit = local" if mode == "per_transaction" else None}
@@ -282,9 +290,9 @@ class LagSampler:
             "flush_lag_s", "replay_lag_s"]
 
     def __init__(self, primary: Node, expected: list[str], path: Path, period_s: float, loss_s: float,
-                 must_confirm: bool):
+                 need: int):
         self.primary, self.expected, self.path = primary, expected, path
-        self.period_s, self.loss_s, self.must_confirm = period_s, loss_s, must_confirm
+        self.period_s, self.loss_s, self.need = period_s, loss_s, need  # need: standbys a commit waits for
         self.lost: str | None = None
         self.error: str | None = None
         self._stop = threading.Event()
@@ -315,8 +323,8 @@ class LagSampler:
                         if state == "streaming" and name in seen:
                             seen[name] = now
                     gone = [n for n, t in seen.items() if now - t > self.loss_s]
-                    if gone and self.must_confirm and self.lost is None:
-                        self.lost = ", ".join(gone)
+                    if gone and len(seen) - len(gone) < self.need and self.lost is None:
+                        self.lost = ", ".join(gone)  # fewer standbys than a commit waits for: it never returns
                     self._stop.wait(self.period_s)
         except Exception as exc:  # noqa: BLE001  (the load goes on; the point records that sampling broke)
             self.error = f"{type(exc).__name__}: {exc}"
@@ -341,11 +349,12 @@ def load(st: State, point: Point, mode: str) -> str | None:
     env = {**pgbench.session_env(primary, None, c), "PGDATABASE": DB}
     argv = _loader_argv(st, point, out, mode == "per_transaction")
     expected = [] if mode == "none" else [sb.name for sb in st.insert_standbys()]
+    need = st.p.sync_count if mode in SYNC_MODES and mode != "per_transaction" else 0  # SET LOCAL local: no wait
     bg = st.s.track_background(c.host.start(argv, f"{out}.stdout", f"{out}.stderr", env=env))
     reason = None
     try:
         with LagSampler(primary, expected, point.dir / "lag.csv", st.p.lag_sample_s, st.p.standby_loss_s,
-                        mode in SYNC_MODES) as lag:
+                        need) as lag:
             deadline = time.monotonic() + st.p.client_timeout_s
             while bg.running():
                 if lag.lost:
@@ -385,7 +394,7 @@ def _result(bg: Any, code: int) -> Any:
 
 
 def _release_waiters(primary: Node) -> None:
-    """Backends left waiting for a standby that will not confirm: cancel their wait (the commit is local)."""
+    """Backends left waiting for a standby that will not confirm: terminate them (their commit is local)."""
     with contextlib.suppress(Exception):
         primary.query("select pg_terminate_backend(pid) from pg_stat_activity where wait_event = 'SyncRep'")
 

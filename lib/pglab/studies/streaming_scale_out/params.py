@@ -28,7 +28,7 @@ class Params(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     modes: list[Mode] = Field(default_factory=lambda: ["none", "async", "sync_write", "sync_apply"], min_length=2)
-    baseline: Mode = "none"  # every block runs it twice (A/A); each mode's rows/s is divided by it
+    baseline: Literal["none"] = "none"  # every block runs it twice (A/A); each mode's rows/s is divided by it
     standbys: int = Field(2, ge=0, le=MAX_STANDBYS)  # streaming standbys during the inserts (article: 2)
     sync_method: Literal["FIRST", "ANY"] = "FIRST"  # synchronous_standby_names: FIRST n (...) or ANY k (...)
     sync_count: PositiveInt = 1  # how many standbys must confirm a commit in the synchronous modes
@@ -49,6 +49,8 @@ class Params(BaseModel):
     query_types: list[QueryType] = Field(default_factory=lambda: ["cpu-max-all-1", "single-groupby-1-1-1",
                                                                   "double-groupby-1", "high-cpu-1", "lastpoint",
                                                                   "groupby-orderby-limit"])
+    read_layouts: list[Literal["plain", "partitioned", "hypertable"]] | None = None  # layouts the reads run
+    # on; None = every layout of the run
     read_clients: PositiveInt = 8  # concurrent query clients, spread round-robin over the nodes
     read_seconds: PositiveInt = 10  # pgbench -T per read point (all nodes at once)
     read_blocks: PositiveInt = 3  # repetitions of every node count per query type
@@ -63,10 +65,10 @@ class Params(BaseModel):
     client_timeout_s: PositiveInt = 600  # a load or read longer than this is killed and its point failed
     seed: int = 1  # the generated rows, the query parameters and the order of the points
 
-    @field_validator("modes", "layouts", "read_nodes", "query_types")
+    @field_validator("modes", "layouts", "read_nodes", "query_types", "read_layouts")
     @classmethod
-    def _unique(cls, v: list) -> list:
-        return unique_items(v)
+    def _unique(cls, v: list | None) -> list | None:
+        return v if v is None else unique_items(v)
 
     @field_validator("server_settings")
     @classmethod
@@ -75,6 +77,8 @@ class Params(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> Params:
+        if self.read_layouts is not None and not set(self.read_layouts) <= {*self.layouts, "hypertable"}:
+            raise ValueError(f"read_layouts {self.read_layouts} must be among layouts {self.layouts} (or hypertable)")
         if self.baseline not in self.modes:
             raise ValueError(f"baseline {self.baseline!r} must be one of modes {self.modes}")
         if self.standbys == 0 and set(self.modes) - {"none"}:

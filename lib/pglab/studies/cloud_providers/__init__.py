@@ -1,0 +1,3 @@
+"""Study 4: named database targets (local or managed) under the AWS pgbench + sysbench procedure (article 003)."""
+
+STUDY = "cloud_providers"
