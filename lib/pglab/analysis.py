@@ -230,7 +230,7 @@ def fig_comparison(comparison: pd.DataFrame, out: Path, title: str, name: str = 
         n = int(row.blocks)
         ax.text(1.01, i, f"{row.verdict} ({n} block{'s' if n != 1 else ''})", transform=ax.get_yaxis_transform(),
                 va="center", fontsize=8)
-    ax.set_yticks(y, [_wrap(t) for t in c.claim], fontsize=8)
+    ax.set_yticks(y, [wrap(t) for t in c.claim], fontsize=8)
     ax.invert_yaxis()
     ax.set_xscale("log")
     ax.axvline(1.0, color="grey", lw=0.8)
@@ -240,7 +240,8 @@ def fig_comparison(comparison: pd.DataFrame, out: Path, title: str, name: str = 
     return figures.save(fig, out, name)
 
 
-def _wrap(text: str, width: int = 38) -> str:
+def wrap(text: str, width: int = 38) -> str:
+    """Words on lines of at most ``width`` characters (figure labels)."""
     words, lines_, cur = text.split(), [], ""
     for w in words:
         if cur and len(cur) + len(w) + 1 > width:

@@ -591,7 +591,7 @@ def fig_ranking(a: Analysis, out: Path, order: list[str], pal: dict[str, Any]) -
         ax.set_xlim(-0.5, len(ts) - 0.5)
         ax.set_xticks(range(len(ts)), ts, rotation=30)
         ax.set_title(f"{m.title}\n({'higher' if m.higher_is_better else 'lower'} is better)", fontsize=9)
-        ax.set_xlabel(_wrap(a.rankings.get(m.name, ""), 28), fontsize=7)
+        ax.set_xlabel(analysis.wrap(a.rankings.get(m.name, ""), 28), fontsize=7)
     axes[0][0].set_ylabel(f"ratio to {a.manifest.get('plan', {}).get('baseline')} (same block)")
     fig.suptitle("Ratios to the baseline per block: median and 95% interval; grey: A/A noise floor", y=1.03)
     return figures.save(fig, out, "ranking")
@@ -615,13 +615,3 @@ def fig_context(a: Analysis, out: Path, order: list[str]) -> list[Path]:
                  "targets at their own scale", fontsize=9)
     return figures.save(fig, out, "article_context")
 
-
-def _wrap(text: str, width: int) -> str:
-    words, lines, cur = text.split(), [], ""
-    for w in words:
-        if cur and len(cur) + len(w) + 1 > width:
-            lines.append(cur)
-            cur = w
-        else:
-            cur = f"{cur} {w}".strip()
-    return "\n".join([*lines, cur])

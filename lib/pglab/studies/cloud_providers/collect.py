@@ -35,8 +35,8 @@ from pglab.hosts import Host, Result
 from pglab.inventory import Inventory
 from pglab.node import Node, Workspace
 from pglab.params import validate
-from pglab.resume import resumable
-from pglab.store import Point, RunStore, archive_dir
+from pglab.resume import open_run
+from pglab.store import Point, RunStore
 from pglab.studies.cloud_providers import STUDY
 from pglab.studies.cloud_providers.params import OWN_CONNECTIONS, Params, TargetSpec
 from pglab.sweep import Group, Planned, plan_blocks, plan_record
@@ -280,9 +280,7 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
     check(p, inventory)
     points = plan(p)
     record = plan_record(points, p.seed, p.base, p.blocks)
-    store = (resumable(resume, p.model_dump(), record, inventory) if resume else
-             RunStore(archive_dir(data_root, STUDY), STUDY, profile, p.model_dump()))
-    store.manifest["plan"] = record
+    store = open_run(data_root, STUDY, profile, p.model_dump(), record, inventory, resume)
     started = time.monotonic()
     with session(inventory, store) as s:
         s.deploy.open(p.hosts)
