@@ -20,9 +20,12 @@ def main() -> None:
             m = json.loads(metrics.read_text())
             print(f"  run     : data/raw/{study}/ = data/runs/{study}/{m.get('run_id')} (profile {m.get('profile')})")
             for k in ("tps_at_clients_max", "ratio_to_on", "standby_read_tps", "fdatasync_ops_s",
-                      "sustainable_tps_at_clients_max", "ratio_to_streaming_at_clients_max", "consistency"):
+                      "sustainable_tps_at_clients_max", "ratio_to_streaming_at_clients_max", "consistency",
+                      "overhead_factor", "rows_per_s", "ratio_to_none", "ranking"):
                 if k in m:
                     print(f"  {k:<34}: {m[k]}")
+            for claim, verdict in (m.get("verdicts") or {}).items():
+                print(f"  verdict: {claim}: {verdict}")
 
 
 if __name__ == "__main__":
