@@ -90,9 +90,13 @@ def control_version(control: str) -> str | None:
     return None
 
 
-def check(p: Params, inventory: Inventory) -> dict[str, Any]:
-    """Everything that can be known before a server starts; raises PreflightError. Returns what was found
-    of TimescaleDB on the nodes' hosts (the plan depends on it)."""
+def check(p: Params, inventory: Inventory) -> None:
+    """Everything that can be known before a server starts; raises PreflightError (``pglab check``)."""
+    examine(p, inventory)
+
+
+def examine(p: Params, inventory: Inventory) -> dict[str, Any]:
+    """``check``, and what was found of TimescaleDB on the nodes' hosts (the plan depends on it)."""
     problems, hosts = preflight.host_problems(inventory, p.hosts, (*preflight.SERVER_PROGRAMS, "pg_config"))
     found: dict[str, str | None] = {}
     try:
@@ -146,7 +150,7 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
     """Run the study (or resume the run folder ``resume``); returns the raw run folder."""
     p = params if isinstance(params, Params) else validate(Params, params, f"{STUDY} parameters")
     inventory = inventory or Inventory()
-    ts = check(p, inventory)
+    ts = examine(p, inventory)
     points = plan(p, ts["version"])
     record = plan_record(points, p.seed, p.baseline, p.blocks)
     store = open_run(data_root, STUDY, profile, p.model_dump(), record, inventory, resume)
