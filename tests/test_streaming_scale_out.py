@@ -215,3 +215,30 @@ def test_standby_killed_during_a_sync_load_fails_the_point_and_leaves_nothing(tm
         assert not _alive(pid)
     for proc in m.get("processes", []):
         assert not _alive(int(proc["pid"])), proc
+
+
+@pytest.mark.servers
+def test_sigterm_during_a_load_leaves_nothing_running(tmp_path: Path) -> None:
+    """`pglab collect` stopped by SIGTERM while the loader runs: the run says interrupted, nothing is left."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "pglab", "collect", "streaming_scale_out", "--profile", "smoke",
+                             "--data-root", str(tmp_path), "--quiet"], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    workspace, seen = None, {}
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and workspace is None:
+        if list(tmp_path.glob("runs/streaming_scale_out/*/insert-*/lag.csv")):
+            m = json.loads(next(tmp_path.glob("runs/streaming_scale_out/*/manifest.json")).read_text())
+            workspace = str(Path(m["nodes"][0]["data_dir"]).parent)
+            seen = processes_mentioning(workspace)
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert workspace, out
+    assert any("pglab.workloads.tsbs load" in c for c in seen.values()), seen  # stopped mid-load
+    assert proc.returncode != 0 and "interrupted" in out
+    assert processes_mentioning(workspace) == {}
+    m = load_manifest(next(tmp_path.glob("runs/streaming_scale_out/*")))
+    assert m["status"] == "interrupted" and not m.get("leftovers")
