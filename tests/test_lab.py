@@ -281,6 +281,8 @@ def test_cleanup_removes_a_lab_whose_owner_died_and_keeps_one_whose_owner_lives(
         res = pglab("cleanup", "--data-root", str(tmp_path / "data"), env={**os.environ, "PGLAB_STATE_DIR": str(state)})
         assert res.returncode == 0, res.stdout + res.stderr
         assert f"lab {orphan.name}: owner pid {owner.pid} is no more" in res.stdout
+        # the verdict covers the labs too, so it comes after their lines
+        assert res.stdout.rstrip().endswith("all clean"), res.stdout
         assert not lab.exists(orphan.name) and orphan.hosts[0].namespace not in namespaces()
         assert not link_exists(orphan.bridge) and not (tmp_path / "orphan.yaml").exists()
         assert lab.exists(kept.name) and lab.status(kept.name).healthy

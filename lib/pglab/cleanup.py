@@ -349,6 +349,7 @@ class CleanupReport:
     left_alone: int = 0
     failed: list[str] = field(default_factory=list)
     pruned: int = 0
+    lab_failures: list[str] = field(default_factory=list)  # orphaned labs that could not be removed
 
     def add(self, line: str) -> None:
         self.lines.append(line)
@@ -357,7 +358,7 @@ class CleanupReport:
 
     @property
     def clean(self) -> bool:
-        return not self.failed
+        return not self.failed and not self.lab_failures
 
     def summary(self) -> str:
         if not self.runs:
@@ -367,8 +368,8 @@ class CleanupReport:
                     f"{len(self.failed)} could not be stopped or cleaned")
         if self.pruned:
             head += f"; {self.pruned} finished run(s) dropped from the runs index"
-        if self.failed:
-            return head + "\nNOT CLEAN: still running or unknown:\n  " + "\n  ".join(self.failed)
+        if not self.clean:
+            return head + "\nNOT CLEAN: still running or unknown:\n  " + "\n  ".join(self.failed + self.lab_failures)
         return head + "\nall clean"
 
 
