@@ -11,7 +11,7 @@ repro: setup
 
 ## make test: unit, integration (real servers, real sshd), nbval on the notebooks
 test: setup
-	pytest -q --nbval-lax --nbval-sanitize-with notebooks/nbval_sanitize.cfg notebooks tests
+	pytest -q --durations=25 --nbval-lax --nbval-sanitize-with notebooks/nbval_sanitize.cfg notebooks tests
 	ruff check lib tests bench
 
 ## make setup: Debian packages, .venv from requirements.lock, DVC, the nbstripout git filter
