@@ -1,7 +1,7 @@
 """The DVC pipeline in a throwaway copy of the checkout, with the smoke profile.
 
-repro runs collect then analyze; a second repro does nothing; a change in analysis code re-runs only
-analyze and gives byte-identical tables and figures; `dvc exp run -S` works and `dvc exp show` lists it;
+repro runs collect then analyze; a second repro does nothing; a change in one study's analysis code
+re-runs only that study's analyze and gives byte-identical tables and figures; `dvc exp run -S` works and `dvc exp show` lists it;
 and no documented workflow (dvc repro, exp run, exp apply, checkout, git checkout) loses a run that
 `pglab collect` wrote by hand.
 """
@@ -90,13 +90,13 @@ def test_repro_twice_then_analysis_change(checkout: Path) -> None:
     out = sh(checkout, "dvc", "repro")
     assert "Running stage" not in out  # nothing changed, nothing runs
 
-    for study in STUDIES:
-        analyze = checkout / f"lib/pglab/studies/{study}/analyze.py"
-        analyze.write_text(analyze.read_text() + "\n# a change in analysis code\n")
+    # one study's analysis code changes: its analyze stage alone runs again, and gives the same bytes
+    # (every study's analysis is shown deterministic by the fresh-clone test below)
+    analyze = checkout / "lib/pglab/studies/synchronous_commit/analyze.py"
+    analyze.write_text(analyze.read_text() + "\n# a change in analysis code\n")
     out = sh(checkout, "dvc", "repro")
+    assert out.count("Running stage") == 1 and "Running stage 'analyze@synchronous_commit'" in out, out
     for study in STUDIES:
-        assert f"Running stage 'analyze@{study}'" in out
-        assert f"Running stage 'collect@{study}'" not in out
         assert sorted((checkout / f"data/runs/{study}").iterdir()) == runs[study]  # no new measurement
     assert outputs(checkout) == figs
 

@@ -13,6 +13,7 @@ import threading
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 from conftest import REPO, TEST_LAB, postgres_pids
@@ -169,7 +170,7 @@ def _notebook(study: str, inventory_path: str, tmp: Path) -> tuple[dict, Path]:
     return load_manifest(runs[-1]), out
 
 
-@pytest.mark.parametrize("study", ["synchronous_commit", "logical_replication", "fdw_overhead"])
+@pytest.mark.parametrize("study", ["synchronous_commit", "logical_replication", "fdw_overhead", "cloud_providers"])
 def test_smoke_lab_profiles_run_across_three_hosts(lab_inventory: Inventory, tmp_path: Path, study: str) -> None:
     """The notebooks at their smoke_lab profile: nodes on lab1 and lab2, pgbench on lab3, analysed."""
     inv_path = _lab().inventory_path
@@ -198,6 +199,14 @@ def test_smoke_lab_profiles_run_across_three_hosts(lab_inventory: Inventory, tmp
         assert f"host '{lab1}'" in setup["FDW_external"][1] and "password" not in json.dumps(setup)
         comparison = (tmp_path / "data/derived/fdw_overhead/comparison.csv").read_text()
         assert "external instance on lab2, source on lab1" in comparison
+    elif study == "cloud_providers":  # each target on a host of its own, pgbench and sysbench on a third
+        assert hosts_of == {"stock": "lab1", "tuned": "lab2"} and m["topology"]["client"]["host"] == "lab3"
+        assert m["targets"]["tuned"]["sized_from_memory"]["mem_total_kb"] > 0
+        points = pd.read_csv(tmp_path / "data/derived/cloud_providers/points.csv")
+        assert sorted(points["config"].unique()) == ["stock", "tuned"] and (points["tps"] > 0).all()
+        assert set(points["kind"]) == {"pgbench", "sysbench"}
+        for node in m["nodes"]:  # the client reached each target over the lab network, not a local socket
+            assert node["address"] == m["topology"]["hosts"][node["host"]] != "127.0.0.1"
     else:
         assert {h for n, h in hosts_of.items() if "_provider" in n} == {"lab1"}
         assert {h for n, h in hosts_of.items() if "_subscriber" in n} == {"lab2"}

@@ -22,24 +22,23 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pglab import preflight, sweep, waits
-from pglab.cleanup import Session, session
+from pglab.cleanup import Session
 from pglab.errors import PreflightError, ProcessError
 from pglab.hosts import Host, Result
 from pglab.inventory import Inventory
 from pglab.node import Node, Workspace
 from pglab.params import validate
-from pglab.resume import open_run
+from pglab.resume import measured_run
 from pglab.store import Point, RunStore
 from pglab.studies.cloud_providers import STUDY
 from pglab.studies.cloud_providers.params import OWN_CONNECTIONS, Params, TargetSpec
-from pglab.sweep import Group, Planned, plan_blocks, plan_record
+from pglab.sweep import Group, Planned, plan_blocks
 from pglab.target import _ENV, ServerTarget, Target
 from pglab.topology import Client
 from pglab.workloads import cpu, pgbench, sysbench
@@ -279,10 +278,8 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
     inventory = inventory or Inventory()
     check(p, inventory)
     points = plan(p)
-    record = plan_record(points, p.seed, p.base, p.blocks)
-    store = open_run(data_root, STUDY, profile, p.model_dump(), record, inventory, resume)
-    started = time.monotonic()
-    with session(inventory, store) as s:
+    with measured_run(STUDY, p, points, p.base, data_root=data_root, profile=profile, inventory=inventory,
+                      resume=resume) as (store, s):
         s.deploy.open(p.hosts)
         client = s.deploy.client(p.client_host)
         handles = _targets(s, p, store, client)
@@ -298,7 +295,6 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
 
             sweep.run(store, points, measure, desc=STUDY, progress=progress)
         _teardown(handles, store, p)
-        store.manifest.setdefault("wall_s", []).append(round(time.monotonic() - started, 1))
     return store.dir
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import re
-import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -26,16 +25,16 @@ from pathlib import Path
 from typing import Any
 
 from pglab import preflight, sweep, waits
-from pglab.cleanup import Session, session
+from pglab.cleanup import Session
 from pglab.errors import ProcessError
 from pglab.inventory import Inventory
 from pglab.node import SUPERUSER, Node
 from pglab.params import validate
-from pglab.resume import open_run
+from pglab.resume import measured_run
 from pglab.store import Point, RunStore
 from pglab.studies.fdw_overhead import STUDY
 from pglab.studies.fdw_overhead.params import Params
-from pglab.sweep import Group, Planned, plan_blocks, plan_record
+from pglab.sweep import Group, Planned, plan_blocks
 from pglab.topology import Client
 from pglab.workloads import cpu, pgbench
 
@@ -146,10 +145,8 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
     inventory = inventory or Inventory()
     check(p, inventory)
     points = plan(p)
-    record = plan_record(points, p.seed, p.baseline, p.blocks)
-    store = open_run(data_root, STUDY, profile, p.model_dump(), record, inventory, resume)
-    started = time.monotonic()
-    with session(inventory, store, tls=p.tls) as s:
+    with measured_run(STUDY, p, points, p.baseline, data_root=data_root, profile=profile, inventory=inventory,
+                      resume=resume, tls=p.tls) as (store, s):
         targets = _topology(s, p, store)
         clients = _clients(s, p, targets)
         cores = int(store.manifest["hosts"][next(iter(clients.values())).host.name].get("cores", 2))
@@ -171,7 +168,6 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
                     return _measure(pl, point, targets, clients, p, cores, watch)
 
             sweep.run(store, points, measure, desc=STUDY, progress=progress)
-        store.manifest.setdefault("wall_s", []).append(round(time.monotonic() - started, 1))
     return store.dir
 
 

@@ -33,17 +33,17 @@ from pathlib import Path
 from typing import Any
 
 from pglab import preflight, sweep, topology, waits
-from pglab.cleanup import Session, session
+from pglab.cleanup import Session
 from pglab.errors import ProcessError
 from pglab.hosts import Host
 from pglab.inventory import Inventory
 from pglab.node import Node
 from pglab.params import validate
-from pglab.resume import open_run
+from pglab.resume import measured_run
 from pglab.store import Point, RunStore
 from pglab.studies.streaming_scale_out import STUDY
 from pglab.studies.streaming_scale_out.params import LEVEL, SYNC_MODES, Params
-from pglab.sweep import Abort, Group, Planned, plan_blocks, plan_record
+from pglab.sweep import Abort, Group, Planned, plan_blocks
 from pglab.workloads import cpu, pgbench, tsbs
 
 DB = "tsbs"
@@ -152,11 +152,9 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
     inventory = inventory or Inventory()
     ts = examine(p, inventory)
     points = plan(p, ts["version"])
-    record = plan_record(points, p.seed, p.baseline, p.blocks)
-    store = open_run(data_root, STUDY, profile, p.model_dump(), record, inventory, resume)
-    store.manifest["timescaledb"] = ts
-    started = time.monotonic()
-    with session(inventory, store, tls=p.tls) as s:
+    with measured_run(STUDY, p, points, p.baseline, data_root=data_root, profile=profile, inventory=inventory,
+                      resume=resume, tls=p.tls) as (store, s):
+        store.manifest["timescaledb"] = ts
         st = _topology(s, p, store, ts["version"] if p.timescale else None)
         hosts = [s.host(h) for h in p.hosts]
         with waits.sampler(p.wait_sample_ms) as sampler:  # the loader's backends: SyncRep is the sync modes' cost
@@ -169,7 +167,6 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
                     return _measure(st, pl, point, watch)
 
             sweep.run(store, points, measure, desc=STUDY, progress=progress)
-        store.manifest.setdefault("wall_s", []).append(round(time.monotonic() - started, 1))
     return store.dir
 
 

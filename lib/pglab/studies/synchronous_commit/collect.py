@@ -16,16 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from pglab import preflight, sweep, topology, waits
-from pglab.cleanup import Session, session
+from pglab.cleanup import Session
 from pglab.errors import ProcessError
 from pglab.inventory import Inventory
 from pglab.node import Node
 from pglab.params import validate
-from pglab.resume import open_run
+from pglab.resume import measured_run
 from pglab.store import Point, RunStore
 from pglab.studies.synchronous_commit import STUDY
 from pglab.studies.synchronous_commit.params import Params
-from pglab.sweep import Group, Planned, plan_blocks, plan_record
+from pglab.sweep import Group, Planned, plan_blocks
 from pglab.workloads import cpu, pgbench
 
 DB = "bench"
@@ -60,10 +60,8 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
     inventory = inventory or Inventory()
     check(p, inventory)
     points = plan(p)
-    record = plan_record(points, p.seed, p.baseline, p.blocks)
-    store = open_run(data_root, STUDY, profile, p.model_dump(), record, inventory, resume)
-    started = time.monotonic()
-    with session(inventory, store, tls=p.tls) as s:
+    with measured_run(STUDY, p, points, p.baseline, data_root=data_root, profile=profile, inventory=inventory,
+                      resume=resume, tls=p.tls) as (store, s):
         primary, standby = _topology(s, p, store)
         clients = _clients(s, p, primary, standby)
         cores = int(store.manifest["hosts"][clients[primary.name].host.name].get("cores", 2))
@@ -80,7 +78,6 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
                     return _measure(s, pl, point, primary, standby, p, cores, clients, watch)
 
             sweep.run(store, points, measure, desc=STUDY, progress=progress)
-        store.manifest.setdefault("wall_s", []).append(round(time.monotonic() - started, 1))
     return store.dir
 
 
