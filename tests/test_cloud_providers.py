@@ -298,6 +298,27 @@ def test_preflight_refuses_too_many_clients_with_the_numbers(server: Server, tmp
     assert workspaces() == before and not (tmp_path / "runs").exists()
 
 
+def test_a_server_given_only_by_service_name_is_measured_end_to_end(server: Server, tmp_path: Path) -> None:
+    """The service file names host, port and user; the passfile the password; pglab gets only the names."""
+    services = tmp_path / "pg_service.conf"
+    services.write_text(f"[benchsvc]\nhost=127.0.0.1\nport={server.node.port}\nuser=bench\nsslmode=prefer\n")
+    svc = {"name": "svc", "service": "benchsvc", "servicefile": str(services), "dbname": "benchdb",
+           "passfile": str(server.passfile), "disposable": True}
+    before = workspaces()
+    d = collect.collect(tiny(targets=[svc]), data_root=tmp_path, profile="test", progress=False)
+    m = json.loads((d / "manifest.json").read_text())
+    assert m["status"] == "complete" and m["points"]["failed"] == 0 and m["nodes"] == []
+    t = m["targets"]["svc"]
+    assert t["kind"] == "service" and t["user"] == "bench" and t["server_version_num"] >= 150000
+    for kind in ("pgbench", "sysbench"):  # the A/A pair of each workload, measured through the service
+        for point in (f"b01-{kind}-svc", f"b01-{kind}-svc-aa"):
+            meta = json.loads((d / point / "meta.json").read_text())
+            assert meta["status"] == "ok", (point, meta.get("error"))
+    assert "service=benchsvc" not in (d / "b01-sysbench-svc" / "command.txt").read_text()  # libpq's env, not argv
+    assert server.node.is_running() and user_tables(server) == [] and workspaces() == before
+    assert server.password.encode() not in b"".join(f.read_bytes() for f in d.rglob("*") if f.is_file())
+
+
 def test_a_bad_passfile_is_refused_before_anything_runs(server: Server, tmp_path: Path) -> None:
     loose = tmp_path / "pgpass"
     loose.write_text("nothing\n")

@@ -1,9 +1,9 @@
 """The DVC pipeline in a throwaway copy of the checkout, with the smoke profile.
 
 repro runs collect then analyze; a second repro does nothing; a change in one study's analysis code
-re-runs only that study's analyze and gives byte-identical tables and figures; `dvc exp run -S` works and `dvc exp show` lists it;
-and no documented workflow (dvc repro, exp run, exp apply, checkout, git checkout) loses a run that
-`pglab collect` wrote by hand.
+re-runs only that study's analyze and gives byte-identical tables and figures; `dvc exp run -S` works
+and `dvc exp show` lists it; and no documented workflow (dvc repro, exp run, exp apply, checkout,
+git checkout) loses a run that `pglab collect` wrote by hand.
 """
 
 from __future__ import annotations
