@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +14,12 @@ from pglab.inventory import HostEntry, Inventory, load_inventory
 from sshd import SshServer, sshd_server  # noqa: F401  (re-exported fixture)
 
 REPO = Path(__file__).resolve().parents[1]
+
+# A background job of a non-interactive shell (`make test &`, nohup) starts with SIGINT ignored, and every
+# child inherits that, so the tests that interrupt a run with SIGINT (Ctrl-C) would wait for a signal that
+# never arrives. A handler is reset to the default on exec: children get SIGINT as from a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True, scope="session")
