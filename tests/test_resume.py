@@ -103,3 +103,30 @@ def test_a_run_from_another_machine_is_not_resumed(tmp_path: Path) -> None:
 def test_differences_name_the_key() -> None:
     assert differences({"a": 1, "b": {"c": 2}}, {"a": 1, "b": {"c": 3}}) == ["b.c: 2 -> 3"]
     assert differences({"a": 1}, {"a": 1, "d": 0}) == ["d: '<absent>' -> 0"]
+
+
+def test_git_revision_says_dirty_and_unverified(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What resume compares: HEAD, +dirty for changed tracked files, +unverified when git status is too slow."""
+    from pglab import store
+
+    assert store.git_revision(tmp_path) is None  # not a repository
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@localhost", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@localhost"}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    (tmp_path / "f").write_text("a\n")
+    for cmd in (["git", "init", "-q"], ["git", "add", "f"], ["git", "commit", "-qm", "x"]):
+        subprocess.run(cmd, cwd=tmp_path, check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
+    assert store.git_revision(tmp_path) == head
+    (tmp_path / "f").write_text("b\n")
+    assert store.git_revision(tmp_path) == head + "+dirty"
+    real_run = subprocess.run
+
+    def slow_status(args: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+        if args[:2] == ["git", "status"]:
+            raise subprocess.TimeoutExpired(args, 60)
+        return real_run(args, **kw)
+
+    monkeypatch.setattr(store.subprocess, "run", slow_status)
+    assert store.git_revision(tmp_path) == head + "+unverified"

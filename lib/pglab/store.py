@@ -64,14 +64,22 @@ def write_json(path: Path, data: Any) -> None:
 
 
 def git_revision(cwd: str | Path = ".") -> str | None:
+    """HEAD, with ``+dirty`` when tracked files differ from it. The first ``git status`` of a fresh clone
+    re-reads every file and runs the nbstripout filter on each notebook, seconds on a busy machine: given a
+    minute, and the revision is still recorded (``+unverified``) if even that is not enough."""
     try:
         rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True,
-                             timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return (rev + ("+dirty" if dirty else "")) or None
+                             timeout=30).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
+    if not rev:
+        return None
+    try:
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
+                               capture_output=True, text=True, timeout=60).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return rev + "+unverified"
+    return rev + ("+dirty" if dirty else "")
 
 
 def package_versions() -> dict[str, str | None]:
