@@ -7,7 +7,7 @@ export PATH := $(CURDIR)/.venv/bin:$(PATH)
 ## make repro: every study at its default profile on this machine, figures at the end
 repro: setup
 	dvc repro --force
-	@python -m pglab.summary
+	@python -m pglab.app.summary
 
 ## make test: unit, integration (real servers, real sshd), nbval on the notebooks
 test: setup

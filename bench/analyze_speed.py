@@ -24,8 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from pglab.paths import repo_root
-from pglab.store import analysis_run
+from pglab.app.paths import repo_root
+from pglab.runs.store import analysis_run
 from pglab.studies import STUDIES, module
 
 GOAL_S = 60.0

@@ -10,9 +10,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pglab.hosts import LocalHost
-from pglab.node import Node
-from pglab.store import RunStore
+from pglab.hosts.base import LocalHost
+from pglab.nodes.node import Node
+from pglab.runs.store import RunStore
 from pglab.workloads import cpu
 
 T = TypeVar("T")

@@ -31,14 +31,14 @@ import sys
 from collections.abc import Callable
 
 from common import DB, SETTINGS, RunFailed, order, report, reset_tables, run_main, say, steal_during
-from pglab.cleanup import Session, session
-from pglab.hosts import Background
-from pglab.inventory import load_inventory
-from pglab.node import Node
+from pglab.hosts.base import Background
+from pglab.hosts.inventory import load_inventory
+from pglab.nodes.node import Node
 from pglab.parsers.pgbench import parse_summary
 from pglab.replication.base import System
 from pglab.replication.measure import run_and_catch_up
-from pglab.store import RunStore
+from pglab.runs.cleanup import Session, session
+from pglab.runs.store import RunStore
 from pglab.workloads import pgbench
 
 

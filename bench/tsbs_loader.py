@@ -27,8 +27,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pglab.hosts import LocalHost
-from pglab.node import Node, Workspace
+from pglab.hosts.base import LocalHost
+from pglab.nodes.node import Node, Workspace
 from pglab.workloads import tsbs
 
 BINDIR = "/usr/lib/postgresql/15/bin"

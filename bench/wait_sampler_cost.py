@@ -1,10 +1,10 @@
 """What the wait-event sampler costs: pgbench tps with and without it, in blocks, beside the A/A noise floor.
 
 Why: every point of every study samples each node's ``pg_stat_activity`` about every 100 ms
-(``pglab.waits``). That must not change what it observes. This script runs, on one local node, blocks
+(``pglab.workloads.waits``). That must not change what it observes. This script runs, on one local node, blocks
 of three pgbench runs in a seeded random order: without the sampler, without it again (A/A), and with
 it. Within each block the two others are divided by the first run without; the script prints the
-per-block ratios, the median ratio with its 95% interval (``pglab.effects``), the noise floor, and the
+per-block ratios, the median ratio with its 95% interval (``pglab.analysis.effects``), the noise floor, and the
 sampler's own CPU time as a share of the machine's CPU time over the sampled runs.
 
 Goals: the sampler's effect is within the noise floor (its interval includes 1, or its median is
@@ -27,13 +27,13 @@ import sys
 import numpy as np
 import pandas as pd
 from common import DB, SETTINGS, RunFailed, reset_tables, run_main, say
-from pglab import effects, waits
-from pglab.cleanup import session
-from pglab.inventory import load_inventory
+from pglab.analysis import effects
+from pglab.hosts.inventory import load_inventory
 from pglab.parsers.pgbench import parse_summary
-from pglab.store import RunStore
-from pglab.sweep import Group, plan_blocks
-from pglab.workloads import pgbench
+from pglab.runs.cleanup import session
+from pglab.runs.store import RunStore
+from pglab.runs.sweep import Group, plan_blocks
+from pglab.workloads import pgbench, waits
 
 CPU_GOAL = 0.005
 

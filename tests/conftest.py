@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from pglab.hosts import Host, LocalHost, SSHHost
-from pglab.inventory import HostEntry, Inventory, load_inventory
+from pglab.hosts.base import Host, LocalHost, SSHHost
+from pglab.hosts.inventory import HostEntry, Inventory, load_inventory
 from sshd import SshServer, sshd_server  # noqa: F401  (re-exported fixture)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -51,7 +51,7 @@ def lab_inventory(inventory: Inventory, tmp_path_factory: pytest.TempPathFactory
 
     Owned by this pytest process: if it dies, ``pglab cleanup`` removes the lab.
     """
-    from pglab import lab
+    from pglab.hosts import lab
 
     where = tmp_path_factory.mktemp("lab")
     made = lab.up(4, name=TEST_LAB, inventory_path=where / "lab.yaml", owner_pid=os.getpid())

@@ -18,12 +18,13 @@ from typing import Any
 
 import pytest
 from conftest import REPO, postgres_pids
-from pglab import procs, runs_index
-from pglab.cleanup import cleanup_leftovers, session
-from pglab.hosts import Host, LocalHost
-from pglab.inventory import HostEntry, Inventory
-from pglab.node import Node, Workspace
-from pglab.store import RunStore
+from pglab.hosts import procs
+from pglab.hosts.base import Host, LocalHost
+from pglab.hosts.inventory import HostEntry, Inventory
+from pglab.nodes.node import Node, Workspace
+from pglab.runs import runs_index
+from pglab.runs.cleanup import cleanup_leftovers, session
+from pglab.runs.store import RunStore
 
 BINDIR = HostEntry().bindir
 
@@ -94,7 +95,7 @@ def kill_group(pgid: int) -> None:
         pass
 
 
-# -- pglab.procs ----------------------------------------------------------------------------------------
+# -- pglab.hosts.procs ----------------------------------------------------------------------------------------
 
 
 def test_parse_start_time_counts_after_the_last_parenthesis() -> None:
@@ -306,9 +307,9 @@ def test_cleanup_closes_every_connection_it_opens(tmp_path: Path, monkeypatch: p
 RUN_SCRIPT = """
 import sys, time
 from pathlib import Path
-from pglab.cleanup import session
-from pglab.inventory import Inventory
-from pglab.store import RunStore
+from pglab.runs.cleanup import session
+from pglab.hosts.inventory import Inventory
+from pglab.runs.store import RunStore
 store = RunStore(Path(sys.argv[1]) / "runs" / "test", "test", "test", {})
 with session(Inventory(), store) as s:
     primary = s.deploy.node("primary", "local")
@@ -355,7 +356,7 @@ def assert_cleaned(res: subprocess.CompletedProcess[str], manifest: Path, m: dic
 def test_a_sigkilled_run_is_stopped_by_pglab_cleanup(tmp_path: Path) -> None:
     manifest, m = sigkilled_run(tmp_path)
     try:
-        res = subprocess.run([sys.executable, "-m", "pglab.cli", "cleanup", "--data-root", str(tmp_path)],
+        res = subprocess.run([sys.executable, "-m", "pglab.app.cli", "cleanup", "--data-root", str(tmp_path)],
                              capture_output=True, text=True, cwd=REPO, timeout=120)
         assert_cleaned(res, manifest, m)
     finally:
@@ -373,11 +374,11 @@ def test_a_run_under_any_data_root_is_found_through_the_runs_index(tmp_path: Pat
     try:
         assert [p for _, p in runs_index.entries()] == [manifest.resolve()]
         assert str(state_dir) in str(runs_index.index_dir())
-        res = subprocess.run([sys.executable, "-m", "pglab.cli", "cleanup"], capture_output=True, text=True,
+        res = subprocess.run([sys.executable, "-m", "pglab.app.cli", "cleanup"], capture_output=True, text=True,
                              cwd=elsewhere, timeout=120)
         assert_cleaned(res, manifest, m)
         assert runs_index.entries() == []  # over and clean: dropped from the index
-        again = subprocess.run([sys.executable, "-m", "pglab.cli", "cleanup"], capture_output=True, text=True,
+        again = subprocess.run([sys.executable, "-m", "pglab.app.cli", "cleanup"], capture_output=True, text=True,
                                cwd=elsewhere, timeout=120)
         assert again.returncode == 0 and "nothing left behind" in again.stdout
     finally:
@@ -407,10 +408,10 @@ def test_the_index_forgets_runs_that_are_over(tmp_path: Path) -> None:
 SIGNAL_SCRIPT = """
 import os, signal, sys, time
 from pathlib import Path
-from pglab.cleanup import session
-from pglab.inventory import Inventory
-from pglab.node import Node
-from pglab.store import RunStore
+from pglab.runs.cleanup import session
+from pglab.hosts.inventory import Inventory
+from pglab.nodes.node import Node
+from pglab.runs.store import RunStore
 
 real_stop = Node.stop
 
@@ -501,7 +502,7 @@ def test_cleanup_command_exits_1_when_something_could_not_be_stopped(tmp_path: P
     boot = Path(procs.BOOT_ID).read_text().strip()
     write_run(tmp_path, processes=[{"host": "local", "pid": dead_pid(), "command": "pgbench", "boot_id": boot,
                                     "start_time": 1, "cmdline": ["pgbench"]}])
-    cmd = [sys.executable, "-m", "pglab.cli", "cleanup", "--data-root", str(tmp_path)]
+    cmd = [sys.executable, "-m", "pglab.app.cli", "cleanup", "--data-root", str(tmp_path)]
     ok = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "already gone" in ok.stdout and ok.stdout.rstrip().endswith("all clean")

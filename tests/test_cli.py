@@ -12,7 +12,7 @@ DATA = REPO / "tests" / "data"
 
 
 def pglab(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pglab.cli", *args], capture_output=True, text=True, cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "pglab.app.cli", *args], capture_output=True, text=True, cwd=REPO,
                           timeout=120)
 
 

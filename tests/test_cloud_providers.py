@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO, workspaces
-from pglab.cleanup import session
 from pglab.errors import ParameterError, PreflightError
-from pglab.inventory import Inventory
-from pglab.node import Node
+from pglab.hosts.inventory import Inventory
+from pglab.nodes.node import Node
+from pglab.runs.cleanup import session
 from pglab.studies.cloud_providers import analyze, collect
 from pglab.studies.cloud_providers.params import Params
 from pglab.workloads import sysbench

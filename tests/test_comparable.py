@@ -1,4 +1,4 @@
-"""Comparable or refused: `pglab compare` and pglab.comparable on real run manifests (no server is started)."""
+"""Comparable or refused: `pglab compare` and pglab.app.comparable on real run manifests (no server is started)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from typing import Any
 import pandas as pd
 import pytest
 from conftest import REPO
-from pglab import comparable, notebook
-from pglab.cli import main
-from pglab.comparable import MISSING, NOTE, REFUSE
+from pglab.app import comparable, notebook
+from pglab.app.cli import main
+from pglab.app.comparable import MISSING, NOTE, REFUSE
 from pglab.errors import NotComparableError
 
 RUN = REPO / "data" / "raw" / "synchronous_commit"
@@ -228,7 +228,7 @@ def test_an_archived_run_without_derived_tables_is_analyzed_now(tmp_path: Path, 
 
 
 def pglab(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pglab.cli", *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "pglab.app.cli", *map(str, args)], capture_output=True, text=True,
                           cwd=REPO, timeout=120)
 
 

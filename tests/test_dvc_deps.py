@@ -1,7 +1,8 @@
-"""dvc.yaml cannot go stale: every pglab module a stage runs is one of that stage's dependencies.
+"""dvc.yaml cannot go stale, and a stage re-runs only for what it runs.
 
-A module missing from a stage's deps means a change to it does not re-run the stage, and `dvc repro`
-reports "up to date" for outputs the code would now compute differently.
+Each stage's lib/ deps are exactly the pglab modules it imports (static imports, inside functions
+too): a module missing from the deps means an edit to it does not re-run the stage; a file listed that
+the stage never imports means an edit to it re-runs the stage for nothing (a collect stage re-measures).
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from conftest import REPO
 from modgraph import closure
 from pglab.studies import STUDIES
 
+LIB = REPO / "lib"
 ROOTS = {
-    # `pglab collect <study>` runs the CLI, the study's collect module and the store's publish
-    "collect": ("pglab.cli", "pglab.store", "pglab.studies.{study}.collect"),
-    # the analyze stage runs the notebook, which calls pglab.notebook and the study's analyze module
-    "analyze": ("pglab.notebook", "pglab.studies.{study}.analyze"),
+    # `python -m pglab.app.collect <study>` loads the study's params model and runs its collect module
+    "collect": ("pglab.app.collect", "pglab.studies.{study}.collect", "pglab.studies.{study}.params"),
+    # the analyze stage runs the notebook, which calls pglab.app.notebook and the study's analyze module
+    "analyze": ("pglab.app.notebook", "pglab.studies.{study}.analyze", "pglab.studies.{study}.params"),
 }
 
 
@@ -34,30 +36,43 @@ def stage_deps(stage: str, study: str) -> list[Path]:
     return deps
 
 
-def covered(path: Path, deps: list[Path]) -> bool:
-    return any(path == d or d in path.parents for d in deps)
+def lib_files(deps: list[Path]) -> set[Path]:
+    """The Python files the lib/ deps stand for (a folder: every module in it)."""
+    out: set[Path] = set()
+    for d in deps:
+        if d.is_relative_to(LIB):
+            out |= set(d.rglob("*.py")) if d.is_dir() else {d}
+    return out
+
+
+def needed(stage: str, study: str) -> set[Path]:
+    return closure(*(r.format(study=study) for r in ROOTS[stage]))
 
 
 @pytest.mark.parametrize("stage", sorted(ROOTS))
 @pytest.mark.parametrize("study", STUDIES)
-def test_every_imported_module_is_a_dependency(stage: str, study: str) -> None:
+def test_deps_are_exactly_the_imported_modules(stage: str, study: str) -> None:
     deps = stage_deps(stage, study)
-    needed = closure(*(r.format(study=study) for r in ROOTS[stage]))
-    missing = sorted(str(p.relative_to(REPO)) for p in needed if not covered(p, deps))
-    assert not missing, f"{stage}@{study} imports modules that are not its deps in dvc.yaml: {missing}"
-    absent = sorted(str(d.relative_to(REPO)) for d in deps if d.is_relative_to(REPO / "lib") and not d.exists())
+    absent = sorted(str(d.relative_to(REPO)) for d in deps if d.is_relative_to(LIB) and not d.exists())
     assert not absent, f"{stage}@{study} lists deps that do not exist: {absent}"
+    listed, imported = lib_files(deps), needed(stage, study)
+    missing = sorted(str(p.relative_to(REPO)) for p in imported - listed)
+    assert not missing, f"{stage}@{study} imports modules that are not its deps in dvc.yaml: {missing}"
+    extra = sorted(str(p.relative_to(REPO)) for p in listed - imported)
+    assert not extra, f"{stage}@{study} lists deps it never imports (an edit to them re-runs it): {extra}"
 
 
-def test_analysis_code_is_not_a_collect_dependency() -> None:
-    """Changing a plot must not re-measure: no analyze module is a collect dependency."""
-    for study in STUDIES:
-        deps = stage_deps("collect", study)
-        for name in ("analyze.py", "stats.py", "figures.py", "notebook.py"):
-            assert not any(d.name == name for d in deps), (study, name)
+@pytest.mark.parametrize("study", STUDIES)
+def test_collect_imports_no_parser_lab_cli_or_analysis(study: str) -> None:
+    """An edit to a parser, the lab, the CLI, analysis, figures or a notebook must not re-measure."""
+    names = {str(p.relative_to(LIB)) for p in needed("collect", study)}
+    for forbidden in ("pglab/parsers/", "pglab/hosts/lab/", "pglab/analysis/", "pglab/app/cli.py",
+                      "pglab/app/notebook.py", f"pglab/studies/{study}/analyze.py"):
+        assert not any(n.startswith(forbidden) for n in names), (study, forbidden)
 
 
-def test_the_check_sees_a_missing_module(tmp_path: Path) -> None:
-    """The closure follows imports inside functions too (the CLI imports lazily)."""
-    files = {p.name for p in closure("pglab.cli")}
-    assert {"cleanup.py", "preflight.py", "inventory.py", "detect.py"} <= files
+def test_the_closure_follows_imports_inside_functions() -> None:
+    """The CLI imports lazily: the closure must still see those modules."""
+    files = {str(p.relative_to(LIB)) for p in closure("pglab.app.cli")}
+    assert {"pglab/runs/cleanup.py", "pglab/runs/preflight.py", "pglab/parsers/detect.py",
+            "pglab/hosts/lab/__init__.py"} <= files

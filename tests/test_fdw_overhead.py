@@ -10,8 +10,8 @@ import pytest
 import yaml
 from conftest import REPO, workspaces
 from pglab.errors import ParameterError, PreflightError
+from pglab.runs.sweep import AA_SUFFIX
 from pglab.studies.fdw_overhead import analyze, collect
-from pglab.sweep import AA_SUFFIX
 
 pytestmark = pytest.mark.servers
 SMOKE = yaml.safe_load((REPO / "params/fdw_overhead.yaml").read_text())["profiles"]["smoke"]

@@ -14,12 +14,12 @@ import time
 
 import pytest
 from conftest import postgres_pids
-from pglab.cleanup import session
 from pglab.errors import ProcessError, QueryTimeout
-from pglab.inventory import Inventory
-from pglab.node import CANCEL_GRACE_S, TCP_KEEPALIVE, Node
+from pglab.hosts.inventory import Inventory
+from pglab.nodes.node import CANCEL_GRACE_S, TCP_KEEPALIVE, Node
 from pglab.replication.builtin import BuiltinLogical
 from pglab.replication.measure import run_and_catch_up
+from pglab.runs.cleanup import session
 
 pytestmark = pytest.mark.servers
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 from pglab.errors import ProcessError, UserError
-from pglab.hosts import Host, SSHHost, learned_host_keys
-from pglab.inventory import HostEntry
+from pglab.hosts.base import Host, SSHHost, learned_host_keys
+from pglab.hosts.inventory import HostEntry
 
 
 def test_run_separates_streams_and_reports_exit_codes(host: Host) -> None:

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO
-from pglab import lab, netcheck, procs
 from pglab.errors import UserError
-from pglab.hosts import LocalHost
-from pglab.inventory import Inventory, load_inventory
+from pglab.hosts import lab, netcheck, procs
+from pglab.hosts.base import LocalHost
+from pglab.hosts.inventory import Inventory, load_inventory
 
 NAME = f"t{os.getpid()}"  # never the user's lab "lab"
 LAB_NET = ipaddress.ip_network("198.18.0.0/15")

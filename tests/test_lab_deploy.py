@@ -17,11 +17,13 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import REPO, TEST_LAB, postgres_pids
-from pglab import lab, placement, topology
-from pglab.cleanup import cleanup_leftovers, session
-from pglab.inventory import Inventory
-from pglab.node import SUPERUSER
-from pglab.store import load_manifest
+from pglab.analysis import placement
+from pglab.hosts import lab
+from pglab.hosts.inventory import Inventory
+from pglab.nodes import topology
+from pglab.nodes.node import SUPERUSER
+from pglab.runs.cleanup import cleanup_leftovers, session
+from pglab.runs.store import load_manifest
 from pglab.studies.synchronous_commit import collect as sc_collect
 
 pytestmark = pytest.mark.servers

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from conftest import REPO, postgres_pids, processes_mentioning
 from pglab.errors import ParameterError
-from pglab.inventory import HostEntry, Inventory
+from pglab.hosts.inventory import HostEntry, Inventory
 from pglab.replication.base import System
 from pglab.replication.builtin import SUBSCRIPTION
 from pglab.studies.logical_replication import analyze, collect

@@ -7,10 +7,11 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 import pytest
-from pglab import effects, sweep
-from pglab.effects import AA, Claim
-from pglab.sweep import Group
-from pglab.window import measured_window
+from pglab.analysis import effects
+from pglab.analysis.effects import AA, Claim
+from pglab.analysis.window import measured_window
+from pglab.runs import sweep
+from pglab.runs.sweep import Group
 
 GROUPS = [Group("c001", {"clients": 1}), Group("c004", {"clients": 4}), Group("c016", {"clients": 16})]
 LEVELS = ["on", "remote_write", "local", "off"]

@@ -7,10 +7,10 @@ import time
 import psycopg
 import pytest
 from conftest import postgres_pids
-from pglab.cleanup import session
 from pglab.errors import QueryTimeout, UserError
-from pglab.inventory import Inventory
-from pglab.target import ServerTarget
+from pglab.hosts.inventory import Inventory
+from pglab.nodes.target import ServerTarget
+from pglab.runs.cleanup import session
 
 pytestmark = pytest.mark.servers
 

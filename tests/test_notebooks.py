@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO, workspaces
-from pglab import notebook
+from pglab.app import notebook
 from pglab.errors import ParameterError
 from pglab.studies import STUDIES, module
 

@@ -1,4 +1,4 @@
-"""pglab.progress: a tqdm bar in a terminal, the widget in JupyterLab, one plain line per item elsewhere."""
+"""pglab.runs.progress: a tqdm bar in a terminal, the widget in JupyterLab, one plain line per item elsewhere."""
 
 from __future__ import annotations
 
@@ -16,13 +16,13 @@ import types
 
 import pytest
 from conftest import REPO
-from pglab import progress
-from pglab.progress import bar, detect_mode
+from pglab.runs import progress
+from pglab.runs.progress import bar, detect_mode
 
 # the two ways the sweeps use it: iterate over the points (synchronous_commit), or a total and done()
 SCRIPT = """
 import sys, time
-from pglab.progress import bar
+from pglab.runs.progress import bar
 points = [f"write-on-c{c:03d}-r1" for c in (1, 4, 8, 16, 32)]
 with bar(points, "synchronous_commit", unit="point") as b:
     for pid in b:
@@ -124,7 +124,7 @@ def test_detects_a_jupyter_server_kernel_and_a_headless_one(monkeypatch: pytest.
 
 
 def test_no_ipython_import_outside_a_kernel() -> None:
-    code = ("import sys, io; from pglab.progress import detect_mode; "
+    code = ("import sys, io; from pglab.runs.progress import detect_mode; "
             "assert detect_mode(io.StringIO()) == 'plain'; assert 'IPython' not in sys.modules")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env(), timeout=60)
     assert res.returncode == 0, res.stderr

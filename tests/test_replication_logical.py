@@ -11,14 +11,14 @@ import time
 
 import pytest
 from conftest import postgres_pids
-from pglab.cleanup import Session, session
 from pglab.errors import ProcessError
-from pglab.inventory import Inventory
-from pglab.node import Node
+from pglab.hosts.inventory import Inventory
+from pglab.nodes.node import Node
 from pglab.replication.base import System, add_history_key
 from pglab.replication.builtin import SUBSCRIPTION, BuiltinLogical
 from pglab.replication.pglogical import Pglogical
 from pglab.replication.streaming import Streaming
+from pglab.runs.cleanup import Session, session
 
 pytestmark = pytest.mark.servers
 

@@ -10,11 +10,11 @@ import time
 
 import pytest
 from conftest import postgres_pids
-from pglab.cleanup import session
-from pglab.inventory import Inventory
+from pglab.hosts.inventory import Inventory
 from pglab.replication.base import System, add_history_key
 from pglab.replication.londiste import Londiste
 from pglab.replication.slony import Slony
+from pglab.runs.cleanup import session
 
 pytestmark = pytest.mark.servers
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO, postgres_pids
-from pglab.resume import ResumeError, differences, resumable
-from pglab.store import load_manifest
+from pglab.runs.resume import ResumeError, differences, resumable
+from pglab.runs.store import load_manifest
 from pglab.studies.synchronous_commit import analyze
 from pglab.studies.synchronous_commit.collect import plan
 from pglab.studies.synchronous_commit.params import Params
@@ -26,7 +26,7 @@ PARAMS = {**SMOKE, "levels": ["on", "off"], "clients": [2], "seconds": 2, "warmu
 
 
 def pglab(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pglab.cli", *args], cwd=REPO, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "pglab.app.cli", *args], cwd=REPO, capture_output=True, text=True,
                           timeout=timeout)
 
 
@@ -43,7 +43,7 @@ def test_a_killed_run_resumes_at_its_first_unfinished_point(tmp_path: Path) -> N
     pfile = tmp_path / "p.yaml"
     pfile.write_text(yaml.safe_dump({"profile": "t", "profiles": {"t": PARAMS}}))
     base = ["--params", str(pfile), "--data-root", str(tmp_path / "data"), "--quiet"]
-    proc = subprocess.Popen([sys.executable, "-m", "pglab.cli", "collect", "synchronous_commit", *base], cwd=REPO,
+    proc = subprocess.Popen([sys.executable, "-m", "pglab.app.cli", "collect", "synchronous_commit", *base], cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 180
     run = None
@@ -92,8 +92,8 @@ def test_a_killed_run_resumes_at_its_first_unfinished_point(tmp_path: Path) -> N
 
 
 def test_a_run_from_another_machine_is_not_resumed(tmp_path: Path) -> None:
-    from pglab.inventory import Inventory
-    from pglab.resume import _machine_problems
+    from pglab.hosts.inventory import Inventory
+    from pglab.runs.resume import _machine_problems
 
     manifest = {"hosts": {"local": {"cpu_model": "a CPU that is not this one", "cores": 2}}}
     problems = _machine_problems(manifest, Inventory())
@@ -107,7 +107,7 @@ def test_differences_name_the_key() -> None:
 
 def test_git_revision_says_dirty_and_unverified(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """What resume compares: HEAD, +dirty for changed tracked files, +unverified when git status is too slow."""
-    from pglab import store
+    from pglab.runs import store
 
     assert store.git_revision(tmp_path) is None  # not a repository
     env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@localhost", "GIT_COMMITTER_NAME": "t",

@@ -8,16 +8,16 @@ import uuid
 
 import pytest
 from conftest import postgres_pids
-from pglab.cleanup import session
 from pglab.errors import ProcessError, QueryTimeout
-from pglab.hosts import Host
-from pglab.inventory import Inventory
-from pglab.node import Workspace
+from pglab.hosts.base import Host
+from pglab.hosts.inventory import Inventory
+from pglab.nodes.node import Workspace
 from pglab.replication.builtin import BuiltinLogical
 from pglab.replication.londiste import Londiste
 from pglab.replication.pglogical import Pglogical
 from pglab.replication.slony import Slony
 from pglab.replication.streaming import Streaming
+from pglab.runs.cleanup import session
 
 SYSTEMS = (Streaming, BuiltinLogical, Pglogical, Slony, Londiste)
 

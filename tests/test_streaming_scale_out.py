@@ -15,10 +15,10 @@ import pytest
 import yaml
 from conftest import REPO, processes_mentioning
 from pglab.errors import ParameterError
-from pglab.hosts import LocalHost
-from pglab.inventory import Inventory
-from pglab.params import validate
-from pglab.store import load_manifest
+from pglab.hosts.base import LocalHost
+from pglab.hosts.inventory import Inventory
+from pglab.runs.params import validate
+from pglab.runs.store import load_manifest
 from pglab.studies.streaming_scale_out import analyze, collect
 from pglab.studies.streaming_scale_out.params import LEVEL, Params
 

@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO, postgres_pids, workspaces
-from pglab import effects, topology
-from pglab.cleanup import session
+from pglab.analysis import effects
 from pglab.errors import ParameterError, PreflightError
-from pglab.inventory import Inventory
+from pglab.hosts.inventory import Inventory
+from pglab.nodes import topology
+from pglab.runs.cleanup import session
 from pglab.studies.synchronous_commit import analyze, collect
 from pglab.studies.synchronous_commit.params import LEVELS
 from pglab.workloads import pgbench
@@ -78,7 +79,7 @@ def test_bad_parameters_name_the_key_and_start_nothing(tmp_path: Path) -> None:
 def test_cli_rejects_bad_params_file(tmp_path: Path) -> None:
     bad = tmp_path / "p.yaml"
     bad.write_text(yaml.safe_dump({"profile": "smoke", "profiles": {"smoke": tiny(clients=[-1])}}))
-    res = subprocess.run([sys.executable, "-m", "pglab.cli", "collect", "synchronous_commit", "--params", str(bad),
+    res = subprocess.run([sys.executable, "-m", "pglab.app.cli", "collect", "synchronous_commit", "--params", str(bad),
                           "--data-root", str(tmp_path)], capture_output=True, text=True, cwd=REPO)
     assert res.returncode == 2 and "clients.0" in res.stderr and "Traceback" not in res.stderr
 
@@ -140,7 +141,7 @@ def test_the_password_is_in_no_file_of_the_run(smoke_run: Path, tmp_path: Path) 
 
 def test_a_second_run_keeps_the_first(smoke_run: Path) -> None:
     """Runs are archived side by side; publishing the new one replaces only the pipeline's copy."""
-    from pglab.store import pipeline_dir, publish
+    from pglab.runs.store import pipeline_dir, publish
 
     data = smoke_run.parents[2]
     before = {p: p.read_bytes() for p in smoke_run.rglob("*") if p.is_file()}
@@ -240,7 +241,7 @@ def test_cleanup_command_after_sigkill(tmp_path: Path) -> None:
     proc.wait()
     ws = json.loads(next(tmp_path.glob("runs/*/*/manifest.json")).read_text())["workspaces"]["local"]
     assert len(postgres_pids(ws)) == 2
-    res = subprocess.run([sys.executable, "-m", "pglab.cli", "cleanup", "--data-root", str(tmp_path)],
+    res = subprocess.run([sys.executable, "-m", "pglab.app.cli", "cleanup", "--data-root", str(tmp_path)],
                          capture_output=True, text=True, cwd=REPO, timeout=120)
     assert res.returncode == 0 and "stopped node primary" in res.stdout, res.stdout + res.stderr
     time.sleep(0.5)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from pglab import tls
-from pglab.hosts import LocalHost
-from pglab.node import SUPERUSER, Node, Workspace
+from pglab.hosts import tls
+from pglab.hosts.base import LocalHost
+from pglab.nodes.node import SUPERUSER, Node, Workspace
 
 pytestmark = pytest.mark.servers
 BINDIR = "/usr/lib/postgresql/15/bin"

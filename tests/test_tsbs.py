@@ -18,9 +18,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from pglab.hosts import LocalHost
-from pglab.node import SUPERUSER, Node, Workspace
-from pglab.workloads import tsbs, tsbs_data
+from pglab.hosts.base import LocalHost
+from pglab.nodes.node import SUPERUSER, Node, Workspace
+from pglab.workloads import tsbs
+from pglab.workloads.tsbs import data as tsbs_data
 
 BINDIR = "/usr/lib/postgresql/15/bin"
 DB = "tsbs"

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from pglab import topology, waits
-from pglab.cleanup import session
-from pglab.inventory import Inventory
-from pglab.store import Point
-from pglab.workloads import pgbench
+from pglab.hosts.inventory import Inventory
+from pglab.nodes import topology
+from pglab.runs.cleanup import session
+from pglab.runs.store import Point
+from pglab.workloads import pgbench, waits
 
 pytestmark = pytest.mark.servers
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from pglab.cli import main
+from pglab.app.cli import main
 
 sys.exit(main())

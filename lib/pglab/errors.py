@@ -59,7 +59,7 @@ class PreflightError(UserError):
 
 
 class NotComparableError(UserError):
-    """Two runs differ in host facts, placement, tool versions or parameters (``pglab.comparable``).
+    """Two runs differ in host facts, placement, tool versions or parameters (``pglab.app.comparable``).
 
     ``differences`` holds every refuse-level difference; ``override`` names how to mix them anyway.
     """

@@ -1,1 +1,1 @@
-"""Replication systems for the logical_replication study: one module each, one interface (base.py)."""
+"""Layer 3, replication: the systems of the logical_replication study, one module each, one interface (base.py)."""

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pglab.errors import ProcessError
-from pglab.hosts import Background, Host
-from pglab.node import Node
+from pglab.hosts.base import Background, Host
+from pglab.nodes.node import Node
 
 TABLES = ("pgbench_accounts", "pgbench_branches", "pgbench_tellers", "pgbench_history")
 KEY_COLUMN = "hid"

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pglab.errors import ProcessError
-from pglab.node import Node
+from pglab.nodes.node import Node
 from pglab.replication.base import TABLES, System, add_history_key, lag_sample
 
 PUBLICATION = "pglab_pub"

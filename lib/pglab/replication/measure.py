@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from pglab.hosts import Background
+from pglab.hosts.base import Background
 from pglab.replication.base import System
 
 LAG_COLUMNS = ("t_s", "phase", "lag_bytes", "lag_s", "lag_events")

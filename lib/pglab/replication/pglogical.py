@@ -9,8 +9,8 @@ updates and deletes) only because ``add_history_key`` gave it a primary key.
 from __future__ import annotations
 
 from pglab.errors import ProcessError
-from pglab.hosts import Host
-from pglab.node import Node
+from pglab.hosts.base import Host
+from pglab.nodes.node import Node
 from pglab.replication.base import TABLES, System
 from pglab.replication.builtin import (
     SUBSCRIPTION,

@@ -21,8 +21,8 @@ from __future__ import annotations
 import glob
 import os
 
-from pglab.hosts import Background, Host
-from pglab.node import Node
+from pglab.hosts.base import Background, Host
+from pglab.nodes.node import Node
 from pglab.replication.base import TABLES, System, add_history_key, lag_sample
 
 CLUSTER = "pglab"

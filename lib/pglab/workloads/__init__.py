@@ -1,4 +1,5 @@
-"""Workloads (layer 4): what runs against targets from a chosen client host, raw output recorded first.
+"""Layer 5, workloads: what runs against targets from a chosen client host, raw output recorded first.
 
-``pgbench`` runs pgbench; ``cpu`` samples the CPU shares (steal) of a host around a measurement.
+``pgbench`` and ``sysbench`` run their tools; ``cpu`` samples the CPU shares (steal) of a host around a
+measurement; ``waits`` samples wait events; ``tsbs`` is the time-series loader and query runner.
 """

@@ -11,7 +11,7 @@ import contextlib
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from pglab.hosts import Host
+from pglab.hosts.base import Host
 
 FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 

@@ -1,6 +1,6 @@
 """Running pgbench: build the command, run it on the client's host, write the raw files first.
 
-The client is a ``pglab.topology.Client``: by default the node's own host over the socket, else any
+The client is a ``pglab.nodes.topology.Client``: by default the node's own host over the socket, else any
 host of the deployment over TCP to the node's data address. Parsing lives in ``pglab.parsers.pgbench``;
 nothing here interprets the output beyond the exit code.
 """
@@ -11,11 +11,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pglab.errors import ProcessError
-from pglab.hosts import Background, Result
-from pglab.node import Node
-from pglab.store import Point
-from pglab.target import Target
-from pglab.topology import Client
+from pglab.hosts.base import Background, Result
+from pglab.nodes.node import Node
+from pglab.nodes.target import Target
+from pglab.nodes.topology import Client
+from pglab.runs.store import Point
 
 
 def pgbench_argv(node: Node | Client, dbname: str, *, clients: int = 1, jobs: int | None = None,

@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pglab.errors import ProcessError
-from pglab.hosts import Result
-from pglab.store import Point
-from pglab.target import Target
-from pglab.topology import Client
+from pglab.hosts.base import Result
+from pglab.nodes.target import Target
+from pglab.nodes.topology import Client
+from pglab.runs.store import Point
 
 TESTS = ("oltp_write_only", "oltp_read_write")
 COMMANDS = ("prepare", "run", "cleanup")

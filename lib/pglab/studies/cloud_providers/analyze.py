@@ -1,7 +1,7 @@
 """Analyze: raw run folder -> per-point numbers, ratios to the baseline per block, a ranking, figures.
 
 Pure and deterministic. Every metric (pgbench steady-state tps and latency, pgbench -i time, sysbench
-tps and p95 latency) is divided by the baseline of its own block (``pglab.effects``); the A/A pair gives
+tps and p95 latency) is divided by the baseline of its own block (``pglab.analysis.effects``); the A/A pair gives
 each metric's noise floor. The ranking orders targets by median and calls two neighbours apart only
 when the per-block ratio between them has an interval clear of 1 and of the noise floor; otherwise
 they are tied, "not resolvable here". The article's Cloud SQL numbers are shown beside ours as
@@ -21,13 +21,13 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from pglab import analysis, effects, figures
-from pglab.effects import AA, MIN_BLOCKS, Claim
+from pglab.analysis import effects, figures, tables
+from pglab.analysis.effects import AA, MIN_BLOCKS, Claim
+from pglab.analysis.stats import median_interval
 from pglab.errors import ParseError
 from pglab.parsers.pgbench import parse_init, parse_progress, parse_summary
 from pglab.parsers.sysbench import parse_run
-from pglab.stats import median_interval
-from pglab.store import load_manifest, read_optional, write_json
+from pglab.runs.store import load_manifest, read_optional, write_json
 
 ARTICLE = ("article 003: Google Cloud SQL for PostgreSQL 9.6.10, 8 vCPU / 52 GiB, client 32 vCPU in the same "
            "zone, pgbench scale 10000 with 1000 clients for 600 s, sysbench 0.5 250 x 450000 rows, 1000 threads")
@@ -112,7 +112,7 @@ def sysbench_window(intervals: list[dict[str, Any]], warmup_s: float) -> dict[st
 def point_values(d: Path, meta: dict[str, Any]) -> dict[str, Any]:
     """A pgbench point: steady-state tps, the summary, the init phases; a sysbench point: its summary."""
     if meta.get("kind") == "pgbench":
-        row = analysis.pgbench_window(d, meta)
+        row = tables.pgbench_window(d, meta)
         s = parse_summary(read_optional(d, "stdout.txt"), read_optional(d, "stderr.txt"))
         if row.get("latency_avg_ms") is None:  # no progress line after the warm-up (a very short run)
             row["latency_avg_ms"] = s.get("latency_avg_ms")
@@ -385,7 +385,7 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     manifest = load_manifest(run_dir)
     order = target_order(manifest)
     baseline = manifest.get("plan", {}).get("baseline") or (order[0] if order else "")
-    points, failed = analysis.points_table(run_dir, values=point_values)
+    points, failed = tables.points_table(run_dir, values=point_values)
     if points.empty:
         raise ValueError(f"{run_dir}: no successful measurement to analyze ({len(failed)} failed points)")
     order = order or sorted(set(points.config))
@@ -395,8 +395,8 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     summary = summary.sort_values(["metric", "rank", "order"], kind="stable").drop(columns="order")
     summary = summary.reset_index(drop=True)
     comparison = compare(points, ratios, manifest)
-    waits_df = analysis.wait_shares(run_dir, points)
-    stalls = analysis.stalls_table(points)
+    waits_df = tables.wait_shares(run_dir, points)
+    stalls = tables.stalls_table(points)
     stalls.insert(2, "kind", points.set_index("point").kind.reindex(stalls.point).to_numpy() if len(stalls) else [])
     phases = init_phases_table(points, order)
     sb = sysbench_table(points, order)
@@ -470,12 +470,12 @@ def draw(a: Analysis, out: Path, order: list[str]) -> dict[str, list[Path]]:
     if len(a.summary):
         made["ranking"] = fig_ranking(a, out, order, pal)
     made["article_context"] = fig_context(a, out, order)
-    made["published_vs_reproduced"] = analysis.fig_comparison(
+    made["published_vs_reproduced"] = tables.fig_comparison(
         a.comparison, out, "cloud_providers: the article's rankings (judged only with its services among the targets)")
     if len(a.waits):
         w = a.waits.assign(config=a.waits.kind + " " + a.waits.config)
         wo = [f"{k} {t}" for k in ("pgbench", "sysbench") for t in order if f"{k} {t}" in set(w.config)]
-        made["waits"] = analysis.fig_waits(w, out, order=wo, title="Where each target's client backends waited")
+        made["waits"] = tables.fig_waits(w, out, order=wo, title="Where each target's client backends waited")
     plt.close("all")
     return made
 
@@ -591,7 +591,7 @@ def fig_ranking(a: Analysis, out: Path, order: list[str], pal: dict[str, Any]) -
         ax.set_xlim(-0.5, len(ts) - 0.5)
         ax.set_xticks(range(len(ts)), ts, rotation=30)
         ax.set_title(f"{m.title}\n({'higher' if m.higher_is_better else 'lower'} is better)", fontsize=9)
-        ax.set_xlabel(analysis.wrap(a.rankings.get(m.name, ""), 28), fontsize=7)
+        ax.set_xlabel(tables.wrap(a.rankings.get(m.name, ""), 28), fontsize=7)
     axes[0][0].set_ylabel(f"ratio to {a.manifest.get('plan', {}).get('baseline')} (same block)")
     fig.suptitle("Ratios to the baseline per block: median and 95% interval; grey: A/A noise floor", y=1.03)
     return figures.save(fig, out, "ranking")

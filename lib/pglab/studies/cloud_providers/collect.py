@@ -27,21 +27,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pglab import preflight, sweep, waits
-from pglab.cleanup import Session
 from pglab.errors import PreflightError, ProcessError
-from pglab.hosts import Host, Result
-from pglab.inventory import Inventory
-from pglab.node import Node, Workspace
-from pglab.params import validate
-from pglab.resume import measured_run
-from pglab.store import Point, RunStore
+from pglab.hosts.base import Host, Result
+from pglab.hosts.inventory import Inventory
+from pglab.nodes.node import Node, Workspace
+from pglab.nodes.target import _ENV, ServerTarget, Target
+from pglab.nodes.topology import Client
+from pglab.runs import preflight, sweep
+from pglab.runs.cleanup import Session
+from pglab.runs.params import validate
+from pglab.runs.resume import measured_run
+from pglab.runs.store import Point, RunStore
+from pglab.runs.sweep import Group, Planned, plan_blocks
 from pglab.studies.cloud_providers import STUDY
 from pglab.studies.cloud_providers.params import OWN_CONNECTIONS, Params, TargetSpec
-from pglab.sweep import Group, Planned, plan_blocks
-from pglab.target import _ENV, ServerTarget, Target
-from pglab.topology import Client
-from pglab.workloads import cpu, pgbench, sysbench
+from pglab.workloads import cpu, pgbench, sysbench, waits
 
 DEFAULT_MAX_CONNECTIONS = 100  # PostgreSQL's defaults, for a provisioned node that sets neither
 DEFAULT_SUPERUSER_RESERVED = 3

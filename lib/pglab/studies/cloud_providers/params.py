@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
 from pglab.errors import UserError
-from pglab.params import not_reserved
+from pglab.runs.params import not_reserved
 
 Workload = Literal["pgbench", "sysbench"]
 WORKLOADS: tuple[str, ...] = ("pgbench", "sysbench")
@@ -93,7 +93,7 @@ class TargetSpec(BaseModel):
         if self.dsn is not None:
             if self.servicefile is not None:
                 raise ValueError(f"target {self.name}: servicefile goes with service, not dsn")
-            from pglab.target import ServerTarget
+            from pglab.nodes.target import ServerTarget
 
             try:
                 params = ServerTarget.from_dsn(self.name, self.dsn).params

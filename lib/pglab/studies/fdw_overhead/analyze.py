@@ -1,7 +1,7 @@
 """Analyze: raw run folder -> points, overhead factors per block, intervals, noise floor, verdicts, figures.
 
 Pure and deterministic. The overhead factor of a target is ``tps(local) / tps(target)`` taken within a
-block (the article's "x slower"), summarised over blocks beside the A/A noise floor (``pglab.effects``).
+block (the article's "x slower"), summarised over blocks beside the A/A noise floor (``pglab.analysis.effects``).
 The why comes from the set-up points: the remote SQL postgres_fdw sends (EXPLAIN VERBOSE) and the
 statements the source executed per transaction (pg_stat_statements).
 """
@@ -19,10 +19,10 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from pglab import analysis, effects, figures, placement
-from pglab.effects import AA, Claim
+from pglab.analysis import effects, figures, placement, tables
+from pglab.analysis.effects import AA, Claim
 from pglab.parsers.pgbench import parse_summary
-from pglab.store import load_manifest, read_optional, write_json
+from pglab.runs.store import load_manifest, read_optional, write_json
 from pglab.studies.fdw_overhead.params import TARGETS
 
 FOREIGN_RW = ["FDW_local", "FDW_external"]
@@ -61,7 +61,7 @@ def reference(reference_dir: Path) -> pd.DataFrame:
 
 def point_values(d: Path, meta: dict[str, Any]) -> dict[str, Any]:
     """The window tps, plus what pgbench's summary says: tps with and without connection time, retries."""
-    row = analysis.pgbench_window(d, meta)
+    row = tables.pgbench_window(d, meta)
     s = parse_summary(read_optional(d, "stdout.txt"), read_optional(d, "stderr.txt"))
     conn_s = (s.get("initial_connection_ms") or 0.0) / 1000.0
     dur = s.get("duration_s")
@@ -98,7 +98,7 @@ def _per_block(ratios: pd.DataFrame, kind: str, clients: int | None = None) -> p
     r = ratios[ratios.kind == kind]
     if clients is not None and (r.clients == clients).any():
         r = r[r.clients == clients]
-    return analysis.per_block(r)
+    return tables.per_block(r)
 
 
 def compare(ratios: pd.DataFrame, reference_dir: Path, manifest: dict[str, Any], waits: pd.DataFrame,
@@ -124,7 +124,7 @@ def compare(ratios: pd.DataFrame, reference_dir: Path, manifest: dict[str, Any],
         Claim("RW through postgres_fdw is about 1.7x slower than local", pub_rw, "greater", math.sqrt(pub_rw)),
         f_rw, noise, "; ".join(x for x in ("per block: geometric mean over FDW_local and FDW_external of tps(local) "
                                            "/ tps(target), RW", rt.get("RW", ""),
-                                           analysis.wait_note(_kind(waits, "RW"), "FDW_local", "local")) if x),
+                                           tables.wait_note(_kind(waits, "RW"), "FDW_local", "local")) if x),
         measurable=len(rw) > 0 and any(c in rw for c in FOREIGN_RW), why_not="RW through a foreign target was not run"))
     pub_ro = float(np.exp(np.log(ref_f.loc["RO"].reindex(FOREIGN)).mean()))
     f_ro = _geo(ro, FOREIGN)
@@ -132,7 +132,7 @@ def compare(ratios: pd.DataFrame, reference_dir: Path, manifest: dict[str, Any],
         Claim("RO through postgres_fdw is about 7.6x slower than local", pub_ro, "greater", math.sqrt(pub_ro)),
         f_ro, noise, "; ".join(x for x in ("per block: geometric mean over the foreign targets of tps(local) / "
                                            "tps(target), RO at 1 client", rt.get("RO", ""),
-                                           analysis.wait_note(_kind(waits, "RO"), "FDW_local", "local")) if x),
+                                           tables.wait_note(_kind(waits, "RO"), "FDW_local", "local")) if x),
         measurable=len(ro) > 0 and any(c in ro for c in FOREIGN), why_not="RO through a foreign target was not run"))
     both = pd.concat([_geo(ro, FOREIGN_RW).rename("ro"), _geo(rw, FOREIGN_RW).rename("rw")], axis=1).dropna()
     pub_rel = pub_ro / pub_rw
@@ -247,23 +247,23 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     derived.mkdir(parents=True, exist_ok=True)
     manifest = load_manifest(run_dir)
     baseline = manifest.get("parameters", {}).get("baseline", "local")
-    points, failed = analysis.points_table(run_dir, values=point_values)
+    points, failed = tables.points_table(run_dir, values=point_values)
     if points.empty:
         raise ValueError(f"{run_dir}: no successful measurement to analyze ({len(failed)} failed points)")
     by = ["group", "kind", "clients", "variant"]
     ratios = effects.block_ratios(points, baseline, by=by, value="inv_tps").drop(columns=["inv_tps", "baseline"])
     main = set(points[main_variant(points, manifest)].group)
     summary = effects.summarise(ratios, by=[*by, "config"]).rename(columns={"config": "target"})
-    tps = analysis.tps_summary(points, ["group", "config"]).rename(columns={"config": "target"})
-    incl = analysis.tps_summary(points.assign(tps=points.tps_including), ["group", "config"]) \
+    tps = tables.tps_summary(points, ["group", "config"]).rename(columns={"config": "target"})
+    incl = tables.tps_summary(points.assign(tps=points.tps_including), ["group", "config"]) \
         .rename(columns={"config": "target", "tps_median": "tps_including_median"})[
         ["group", "target", "tps_including_median"]]
     summary = summary.merge(tps, on=["group", "target"], how="outer").merge(incl, on=["group", "target"], how="left")
     summary = summary.rename(columns={"median": "factor"})
-    waits = analysis.wait_shares(run_dir, points)
-    latency = analysis.latency_table(run_dir, points, ["kind", "clients", "variant", "config"]) \
+    waits = tables.wait_shares(run_dir, points)
+    latency = tables.latency_table(run_dir, points, ["kind", "clients", "variant", "config"]) \
         .rename(columns={"config": "target"})
-    stalls = analysis.stalls_table(points)
+    stalls = tables.stalls_table(points)
     rt, rsql = round_trips_table(run_dir), remote_sql_table(run_dir)
     comparison = compare(ratios[ratios.group.isin(main)], Path(reference_dir), manifest, waits, rt)
     checks = json.loads((run_dir / "checks" / "checks.json").read_text()) \
@@ -338,12 +338,12 @@ def draw(a: Analysis, out: Path, reference_dir: Path) -> dict[str, list[Path]]:
         made["latency_by_target"] = fig_latency(a, out)
     if len(a.round_trips):
         made["round_trips"] = fig_round_trips(a, out)
-    made["published_vs_reproduced"] = analysis.fig_comparison(
+    made["published_vs_reproduced"] = tables.fig_comparison(
         a.comparison, out, "fdw_overhead: published vs reproduced (overhead factor = tps(local) / tps(target))")
     if len(a.waits):  # one bar per workload and target: shares sum to 1 within each
         w = a.waits.assign(config=a.waits.kind + " " + a.waits.config)
         order = [f"{k} {t}" for k in ("RW", "RO") for t in TARGETS if f"{k} {t}" in set(w.config)]
-        made["waits"] = analysis.fig_waits(w, out, order=order, title="Where the client backends of both "
+        made["waits"] = tables.fig_waits(w, out, order=order, title="Where the client backends of both "
                                            "instances waited, by workload and target")
     plt.close("all")
     return made

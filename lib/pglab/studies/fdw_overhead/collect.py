@@ -1,6 +1,6 @@
 """Collect: a source instance with the pgbench tables, foreign tables to it, blocks of every target.
 
-Topology (``pglab.topology``): the ``source`` instance on ``source_host`` holds database ``source``
+Topology (``pglab.nodes.topology``): the ``source`` instance on ``source_host`` holds database ``source``
 (the pgbench tables) and ``fdw_local`` (foreign tables to ``source``, same instance); the ``external``
 instance on ``external_host`` holds ``fdw_external`` and ``fdw_ext_ro`` (foreign tables to ``source``,
 the latter with ``updatable 'false'``). postgres_fdw authenticates like every libpq program pglab
@@ -24,19 +24,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pglab import preflight, sweep, waits
-from pglab.cleanup import Session
 from pglab.errors import ProcessError
-from pglab.inventory import Inventory
-from pglab.node import SUPERUSER, Node
-from pglab.params import validate
-from pglab.resume import measured_run
-from pglab.store import Point, RunStore
+from pglab.hosts.inventory import Inventory
+from pglab.nodes.node import SUPERUSER, Node
+from pglab.nodes.topology import Client
+from pglab.runs import preflight, sweep
+from pglab.runs.cleanup import Session
+from pglab.runs.params import validate
+from pglab.runs.resume import measured_run
+from pglab.runs.store import Point, RunStore
+from pglab.runs.sweep import Group, Planned, plan_blocks
 from pglab.studies.fdw_overhead import STUDY
 from pglab.studies.fdw_overhead.params import Params
-from pglab.sweep import Group, Planned, plan_blocks
-from pglab.topology import Client
-from pglab.workloads import cpu, pgbench
+from pglab.workloads import cpu, pgbench, waits
 
 SOURCE_DB = "source"
 TABLES = ("pgbench_accounts", "pgbench_branches", "pgbench_tellers", "pgbench_history")

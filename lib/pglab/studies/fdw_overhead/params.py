@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
-from pglab.params import not_reserved, unique_items
+from pglab.runs.params import not_reserved, unique_items
 
 Target = Literal["local", "FDW_local", "FDW_external", "FDW_ext_ro"]
 TARGETS: tuple[str, ...] = ("local", "FDW_local", "FDW_external", "FDW_ext_ro")

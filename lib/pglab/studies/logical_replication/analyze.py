@@ -21,10 +21,10 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from pglab import analysis, effects, figures
-from pglab.effects import AA, Claim
+from pglab.analysis import effects, figures, tables
+from pglab.analysis.effects import AA, Claim
 from pglab.parsers.pgbench import parse_summary
-from pglab.store import load_manifest, read_optional, write_json
+from pglab.runs.store import load_manifest, read_optional, write_json
 from pglab.studies.logical_replication.params import SYSTEMS
 
 UNITS = {"sustainable_tps": "tx/s", "sustainable_tps_confirmed": "tx/s", "provider_tps": "tx/s",
@@ -57,7 +57,7 @@ class Analysis:
 
 def point_values(d: Path, meta: dict[str, Any]) -> dict[str, Any]:
     """Sustainable tps (transactions / (run + catch-up)) and the provider's measured-window tps."""
-    w = analysis.pgbench_window(d, meta)
+    w = tables.pgbench_window(d, meta)
     s = parse_summary(read_optional(d, "stdout.txt"), read_optional(d, "stderr.txt"))
     t = meta["timing"]
     tx = float(s["transactions"])
@@ -93,7 +93,7 @@ def metric_summary(points: pd.DataFrame) -> pd.DataFrame:
     frames = []
     for metric in METRICS:
         if metric in points:
-            t = analysis.tps_summary(points.assign(tps=points[metric]), ["clients", "config"])
+            t = tables.tps_summary(points.assign(tps=points[metric]), ["clients", "config"])
             frames.append(t.assign(metric=metric, unit=UNITS[metric]))
     out = pd.concat(frames, ignore_index=True).rename(columns={
         "tps_median": "median", "tps_low": "ci_low", "tps_high": "ci_high", "tps_method": "ci_method", "tps_n": "n"})
@@ -160,13 +160,13 @@ def compare(points: pd.DataFrame, ratios: pd.DataFrame, reference_dir: Path, cor
     ref = reference(reference_dir)
     rows = []
     shared = "" if cores is None else f"provider, subscriber, daemons and pgbench share {cores} cores"
-    per_block = analysis.per_block(ratios)  # block x system: geometric mean over client counts
+    per_block = tables.per_block(ratios)  # block x system: geometric mean over client counts
     noise = effects.noise_floor(per_block.get(AA, pd.Series(dtype=float)))
     measured = set(points.config)
     pub = float(ref[ref.system == "pglogical"].ratio_to_streaming.median())
     rows.append(effects.comparison_row(
         Claim("pglogical is close to streaming", pub, "greater", 0.8), per_block.get("pglogical", []), noise,
-        "per block: geometric mean over client counts of sustainable tps / streaming's; " + analysis.wait_note(
+        "per block: geometric mean over client counts of sustainable tps / streaming's; " + tables.wait_note(
             waits, "pglogical", baseline), measurable=baseline == "streaming" and "pglogical" in measured,
         why_not="needs streaming (the baseline) and pglogical"))
     counts = sorted(int(c) for c in points.clients.dropna().unique())
@@ -214,7 +214,7 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     run_dir, derived, figs = Path(run_dir), Path(derived_dir), Path(figures_dir)
     derived.mkdir(parents=True, exist_ok=True)
     manifest = load_manifest(run_dir)
-    points, failed = analysis.points_table(run_dir, point_values)
+    points, failed = tables.points_table(run_dir, point_values)
     if points.empty:
         raise ValueError(f"{run_dir}: no successful measurement to analyze ({len(failed)} failed points)")
     baseline = manifest.get("plan", {}).get("baseline", "streaming")
@@ -226,14 +226,14 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     params = manifest["parameters"]
     where = params.get("client_host") or params.get("provider_host") or params.get("host", "local")
     cores = manifest.get("hosts", {}).get(where, {}).get("cores")
-    waits = analysis.wait_shares(run_dir, points, node="provider")
-    stalls = analysis.stalls_table(points)
+    waits = tables.wait_shares(run_dir, points, node="provider")
+    stalls = tables.stalls_table(points)
     comparison = compare(points, ratios, Path(reference_dir), cores, waits, baseline)
     metrics = headline(metrics_table, summary, systems, manifest, len(failed), comparison)
     points.to_csv(derived / "points.csv", index=False, float_format="%.6g")
     metrics_table.to_csv(derived / "summary.csv", index=False, float_format="%.6g")
     ratios.to_csv(derived / "ratios.csv", index=False, float_format="%.6g")
-    analysis.lines(summary.rename(columns={"system": "config"}), "clients", list(SYSTEMS)).to_csv(
+    tables.lines(summary.rename(columns={"system": "config"}), "clients", list(SYSTEMS)).to_csv(
         derived / "ratio_lines.csv", index=False, float_format="%.6g")
     systems.to_csv(derived / "systems.csv", index=False)
     comparison.to_csv(derived / "comparison.csv", index=False, float_format="%.6g")
@@ -280,10 +280,10 @@ def draw(a: Analysis, out: Path, reference_dir: Path) -> dict[str, list[Path]]:
     figures.style()
     made = {"sustainable_tps": fig_sustainable(a, out), "ratio_to_streaming": fig_ratio(a, out, reference_dir),
             "catchup": fig_catchup(a, out), "lag_over_time": fig_lag(a, out),
-            "published_vs_reproduced": analysis.fig_comparison(
+            "published_vs_reproduced": tables.fig_comparison(
                 a.comparison, out, "logical_replication: published vs reproduced (see the table for units)")}
     if len(a.waits):
-        made["waits"] = analysis.fig_waits(a.waits, out, order=[s for s in SYSTEMS if s in set(a.waits.config)],
+        made["waits"] = tables.fig_waits(a.waits, out, order=[s for s in SYSTEMS if s in set(a.waits.config)],
                                            title="Where the provider's client backends waited, by system")
     plt.close("all")
     return made
@@ -328,7 +328,7 @@ def fig_sustainable(a: Analysis, out: Path) -> list[Path]:
     ax1.legend(fontsize=8)
     w = a.metric_summary[a.metric_summary.metric == "sustainable_tps"]
     fig.suptitle(f"Write throughput a subscriber can sustain, per replication system\n(median and "
-                 f"{analysis.caption(w)} of {a.manifest['parameters']['run_seconds']} s; dots: points)", fontsize=11)
+                 f"{tables.caption(w)} of {a.manifest['parameters']['run_seconds']} s; dots: points)", fontsize=11)
     return figures.save(fig, out, "sustainable_tps")
 
 
@@ -337,7 +337,7 @@ def fig_ratio(a: Analysis, out: Path, reference_dir: Path) -> list[Path]:
     pal = _palette()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11.5, 4.4), sharey=True)
     configs = _systems(a.summary) + ([AA] if (a.summary.system == AA).any() else [])
-    analysis.ratio_panel(ax1, a.summary.rename(columns={"system": "config"}), configs, pal)
+    tables.ratio_panel(ax1, a.summary.rename(columns={"system": "config"}), configs, pal)
     for s in _systems(ref):
         g = ref[ref.system == s]
         ax2.plot(g.clients.astype(str), g.ratio_to_streaming, marker="s", color=pal[s], label=LABELS[s])

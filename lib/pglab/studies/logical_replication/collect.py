@@ -4,7 +4,7 @@ A point is (block, clients, system): reset the data, ``pgbench -T`` on the provi
 lag is sampled, then the wait until the subscriber has applied everything (catch-up), then a count
 and checksum of every table on both sides. Raw output is written before anything is parsed.
 
-Every system's provider/subscriber pair is set up before the first block and kept (``pglab.sweep``
+Every system's provider/subscriber pair is set up before the first block and kept (``pglab.runs.sweep``
 runs the blocks, each system once and streaming twice, A/A, in a seeded order): only the measured
 system has a workload, the others' daemons idle (recorded in the manifest's plan). A point
 whose subscriber does not catch up, or whose tables differ, is kept with its status and the pair is
@@ -24,13 +24,12 @@ from typing import Any
 
 import psycopg
 
-from pglab import preflight, sweep, topology, waits
-from pglab.cleanup import Session, session
 from pglab.errors import ProcessError
-from pglab.hosts import Host
-from pglab.inventory import Inventory
-from pglab.node import Node
-from pglab.params import validate
+from pglab.hosts.base import Host
+from pglab.hosts.inventory import Inventory
+from pglab.nodes import topology
+from pglab.nodes.node import Node
+from pglab.nodes.topology import Client
 from pglab.replication.base import System, add_history_key
 from pglab.replication.builtin import BuiltinLogical
 from pglab.replication.londiste import Londiste
@@ -38,13 +37,15 @@ from pglab.replication.measure import run_and_catch_up
 from pglab.replication.pglogical import Pglogical
 from pglab.replication.slony import Slony
 from pglab.replication.streaming import Streaming
-from pglab.resume import open_run
-from pglab.store import Point, RunStore
+from pglab.runs import preflight, sweep
+from pglab.runs.cleanup import Session, session
+from pglab.runs.params import validate
+from pglab.runs.resume import open_run
+from pglab.runs.store import Point, RunStore
+from pglab.runs.sweep import Group, Planned, plan_blocks, plan_record
 from pglab.studies.logical_replication import STUDY
 from pglab.studies.logical_replication.params import Params
-from pglab.sweep import Group, Planned, plan_blocks, plan_record
-from pglab.topology import Client
-from pglab.workloads import cpu, pgbench
+from pglab.workloads import cpu, pgbench, waits
 
 DB = "bench"
 CLASSES: dict[str, type[System]] = {"streaming": Streaming, "builtin": BuiltinLogical, "pglogical": Pglogical,
@@ -56,7 +57,7 @@ RunHook = Callable[[System, "Planned"], None]
 
 
 def plan(p: Params, systems: list[str]) -> list[Planned]:
-    """Blocks of every system (the baseline twice) at one client count, in a seeded order (``pglab.sweep``).
+    """Blocks of every system (the baseline twice) at one client count, in a seeded order (``pglab.runs.sweep``).
 
     Each system's provider/subscriber pair is set up once and kept across blocks (setting up Londiste or
     Slony takes 10-20 s); the manifest's plan says so.

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, field_validator
 
-from pglab.params import not_reserved, unique_items
+from pglab.runs.params import not_reserved, unique_items
 
 SystemName = Literal["streaming", "builtin", "pglogical", "slony", "londiste"]
 SYSTEMS: tuple[str, ...] = ("streaming", "builtin", "pglogical", "slony", "londiste")
@@ -61,7 +61,7 @@ class Params(BaseModel):
     tls: bool = False  # TLS with a per-run CA, verify-full for clients and replication (costs throughput)
     server_settings: dict[str, str | int | float | bool] = Field(default_factory=dict)  # on every node
     client_timeout_s: PositiveInt = 600  # a pgbench run longer than run_seconds + this is stopped
-    seed: int = 1  # the order of the systems within each block (pglab.sweep.plan_blocks)
+    seed: int = 1  # the order of the systems within each block (pglab.runs.sweep.plan_blocks)
 
     @field_validator("systems", "clients")
     @classmethod

@@ -2,8 +2,8 @@
 
 Pure and deterministic. Inserts: rows/s of each mode divided by ``none`` (no standby) of the same block;
 reads: queries/s over n nodes divided by 1 node of the same block (per query type). Both summarised over
-blocks beside the A/A noise floor (``pglab.effects``). The scale-out claims are judged only when the nodes
-ran on separate machines (``pglab.placement``): on one machine they share its cores.
+blocks beside the A/A noise floor (``pglab.analysis.effects``). The scale-out claims are judged only when the nodes
+ran on separate machines (``pglab.analysis.placement``): on one machine they share its cores.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from pglab import analysis, effects, figures, placement
-from pglab.effects import AA, Claim
-from pglab.store import load_manifest, write_json
+from pglab.analysis import effects, figures, placement, tables
+from pglab.analysis.effects import AA, Claim
+from pglab.runs.store import load_manifest, write_json
 from pglab.studies.streaming_scale_out.params import MODES
 
 ARTICLE = ("article 004: 3 Azure D8 VMs (8 cores, 32 GB), 8 clients, 4000 devices x 3 days (about 100M rows), "
@@ -85,7 +85,7 @@ def read_values(d: Path, meta: dict[str, Any]) -> dict[str, Any]:
     qps: dict[str, float] = {}
     stalls, times = 0, []
     for node in per:
-        w = analysis.pgbench_window(d, meta, prefix=f"{node}_")
+        w = tables.pgbench_window(d, meta, prefix=f"{node}_")
         qps[node] = float(w["tps"]) if w["tps"] is not None else math.nan
         stalls += int(w["stalls"] or 0)
         times += [f"{node}:{t}" for t in w["stall_times"].split()]
@@ -186,8 +186,8 @@ def nodes_apart(manifest: dict[str, Any], n: int) -> tuple[bool, str]:
 def compare(ratios: pd.DataFrame, manifest: dict[str, Any]) -> pd.DataFrame:
     """Published vs reproduced, one row per claim. Size claims hold when the interval lies beyond the
     geometric middle between no effect and the published ratio (nearer the published, on a log scale)."""
-    ins = analysis.per_block(ratios[ratios.kind == "insert"].drop(columns="kind"))
-    rd = analysis.per_block(ratios[ratios.kind == "read"].drop(columns="kind"))
+    ins = tables.per_block(ratios[ratios.kind == "insert"].drop(columns="kind"))
+    rd = tables.per_block(ratios[ratios.kind == "read"].drop(columns="kind"))
     noise_i = effects.noise_floor(ins.get(AA, pd.Series(dtype=float)))
     noise_r = effects.noise_floor(rd.get(AA, pd.Series(dtype=float)))
     col = (lambda df, c: df[c].dropna() if c in df else pd.Series(dtype=float))  # noqa: E731
@@ -226,7 +226,7 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     derived.mkdir(parents=True, exist_ok=True)
     manifest = load_manifest(run_dir)
     baseline = manifest.get("parameters", {}).get("baseline", "none")
-    points, failed = analysis.points_table(run_dir, values=point_values)
+    points, failed = tables.points_table(run_dir, values=point_values)
     if points.empty:
         raise ValueError(f"{run_dir}: no successful measurement to analyze ({len(failed)} failed points)")
     parts = []
@@ -236,15 +236,15 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
             parts.append(effects.block_ratios(p, base, by=["group"], value="value").assign(kind=kind))
     ratios = pd.concat(parts, ignore_index=True)
     summary = effects.summarise(ratios, by=["kind", "group", "config"])
-    rates = analysis.tps_summary(points.assign(tps=points.value), ["group", "config"]) \
+    rates = tables.tps_summary(points.assign(tps=points.value), ["group", "config"]) \
         .rename(columns=lambda c: c.replace("tps_", "rate_"))
     summary = summary.merge(rates, on=["group", "config"], how="outer")
     summary = summary.merge(insert_latency(run_dir, points), on=["group", "config"], how="left")
     summary["kind"] = summary.kind.fillna(summary.group.map(dict(zip(points.group, points.kind, strict=False))))
-    waits = analysis.wait_shares(run_dir, points[points.kind == "insert"])
+    waits = tables.wait_shares(run_dir, points[points.kind == "insert"])
     lag = lag_table(run_dir, points)
     reads = reads_table(run_dir, points, summary)
-    stalls = analysis.stalls_table(points)
+    stalls = tables.stalls_table(points)
     comparison = compare(ratios, manifest)
     checks = {"timescaledb": manifest.get("timescaledb", {}), "read_checks": manifest.get("read_checks", {}),
               "counts_equal": _counts_equal(run_dir)}
@@ -324,11 +324,11 @@ def draw(a: Analysis, out: Path) -> dict[str, list[Path]]:
         made["lag_during_load"] = fig_lag(a, out)
     if (a.points.kind == "read").any():
         made["reads_by_nodes"] = fig_reads(a, out)
-    made["published_vs_reproduced"] = analysis.fig_comparison(
+    made["published_vs_reproduced"] = tables.fig_comparison(
         a.comparison, out, "streaming_scale_out: published vs reproduced (insert ratio to no replication; "
                            "read speed-up over 1 node)")
     if len(a.waits):
-        made["waits"] = analysis.fig_waits(a.waits, out, order=[m for m in MODES if m in set(a.waits.config)],
+        made["waits"] = tables.fig_waits(a.waits, out, order=[m for m in MODES if m in set(a.waits.config)],
                                            title="Where the primary's loader backends waited, by mode "
                                                  "(SyncRep: waiting for standbys to confirm)")
     plt.close("all")

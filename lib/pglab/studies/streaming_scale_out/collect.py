@@ -1,6 +1,6 @@
 """Collect: a primary and streaming standbys; TSBS cpu-only inserts in every mode, then reads over 1..5 nodes.
 
-Topology (``pglab.topology.streaming``): the primary on ``primary_host``, standby ``sb1``... on
+Topology (``pglab.nodes.topology.streaming``): the primary on ``primary_host``, standby ``sb1``... on
 ``standby_hosts`` (default: the primary's host), each with a physical replication slot so that a standby
 stopped for the ``none`` mode catches up afterwards. The loader and the query clients run on
 ``client_host`` (default: the primary's host).
@@ -32,19 +32,20 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pglab import preflight, sweep, topology, waits
-from pglab.cleanup import Session
 from pglab.errors import ProcessError
-from pglab.hosts import Host
-from pglab.inventory import Inventory
-from pglab.node import Node
-from pglab.params import validate
-from pglab.resume import measured_run
-from pglab.store import Point, RunStore
+from pglab.hosts.base import Host
+from pglab.hosts.inventory import Inventory
+from pglab.nodes import topology
+from pglab.nodes.node import Node
+from pglab.runs import preflight, sweep
+from pglab.runs.cleanup import Session
+from pglab.runs.params import validate
+from pglab.runs.resume import measured_run
+from pglab.runs.store import Point, RunStore
+from pglab.runs.sweep import Abort, Group, Planned, plan_blocks
 from pglab.studies.streaming_scale_out import STUDY
 from pglab.studies.streaming_scale_out.params import LEVEL, SYNC_MODES, Params
-from pglab.sweep import Abort, Group, Planned, plan_blocks
-from pglab.workloads import cpu, pgbench, tsbs
+from pglab.workloads import cpu, pgbench, tsbs, waits
 
 DB = "tsbs"
 START = datetime(2016, 1, 1, tzinfo=UTC)  # TSBS's default start of the simulated time
@@ -58,7 +59,7 @@ def layouts(p: Params, timescale: str | None) -> list[str]:
 
 def plan(p: Params, timescale: str | None = None) -> list[Planned]:
     """Insert blocks (every mode once per layout, ``none`` twice), then read blocks per layout (every node
-    count once per query type, one node twice), each in a seeded random order (``pglab.sweep``)."""
+    count once per query type, one node twice), each in a seeded random order (``pglab.runs.sweep``)."""
     out: list[Planned] = []
     lays = layouts(p, timescale)
     groups = [Group(lay, {"kind": "insert", "layout": lay}) for lay in lays]
@@ -388,7 +389,7 @@ def load(st: State, point: Point, mode: str) -> str | None:
 
 
 def _result(bg: Any, code: int) -> Any:
-    from pglab.hosts import Result
+    from pglab.hosts.base import Result
 
     out, err = bg.output()
     return Result(bg.host.name, bg.command, code, out, err, 0.0)

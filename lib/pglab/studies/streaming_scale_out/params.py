@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
-from pglab.params import not_reserved, unique_items
+from pglab.runs.params import not_reserved, unique_items
 
 Mode = Literal["none", "async", "sync_write", "remote_write", "sync_apply", "per_transaction"]
 MODES: tuple[str, ...] = ("none", "async", "sync_write", "remote_write", "sync_apply", "per_transaction")

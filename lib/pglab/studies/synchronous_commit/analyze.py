@@ -2,7 +2,7 @@
 
 Pure and deterministic: the same raw files give byte-identical CSVs and figures. Failed points are
 excluded and listed, never silently dropped. Every effect is a ratio to ``on`` (the baseline) taken
-within a block, summarised over blocks, and shown beside the A/A noise floor (``pglab.effects``).
+within a block, summarised over blocks, and shown beside the A/A noise floor (``pglab.analysis.effects``).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from pglab import analysis, effects, figures, placement
-from pglab.effects import AA, Claim
+from pglab.analysis import effects, figures, placement, tables
+from pglab.analysis.effects import AA, Claim
 from pglab.parsers.fsync import parse_pg_test_fsync
 from pglab.parsers.pgbench import parse_init
-from pglab.store import load_manifest, read_optional, write_json
+from pglab.runs.store import load_manifest, read_optional, write_json
 from pglab.studies.synchronous_commit.params import LEVELS
 
 LEVEL_ORDER = ["on", "remote_apply", "remote_write", "local", "off"]  # strictest first
@@ -76,7 +76,7 @@ def compare(a_ratios: pd.DataFrame, reads: pd.DataFrame, reference_dir: Path, fs
             manifest: dict[str, Any], waits: pd.DataFrame) -> pd.DataFrame:
     """Published vs reproduced, one row per claim of the article, each with its interval and verdict."""
     ref, ref_reads = reference_ratios(reference_dir)
-    per_block = analysis.per_block(a_ratios)  # block x level: geometric mean over client counts
+    per_block = tables.per_block(a_ratios)  # block x level: geometric mean over client counts
     noise = effects.noise_floor(per_block.get(AA, pd.Series(dtype=float)))
     rows = []
     fs = f"this disk: {fsync['fdatasync_ops_s']:.0f} fdatasync/s" if fsync and fsync.get("fdatasync_ops_s") else ""
@@ -86,7 +86,7 @@ def compare(a_ratios: pd.DataFrame, reads: pd.DataFrame, reference_dir: Path, fs
         pub = float(ref[ref.synchronous_commit == level].ratio_to_on.median())
         claim = Claim(text, pub, "greater", threshold)
         note = "per block: geometric mean over client counts of tps(level)/tps(on)"
-        why = analysis.wait_note(waits, level, "on")
+        why = tables.wait_note(waits, level, "on")
         rows.append(effects.comparison_row(claim, per_block.get(level, []), noise,
                                            "; ".join(x for x in (note, why, fs if level == "off" else "") if x),
                                            measurable=level in per_block, why_not=f"{level} was not run"))
@@ -135,13 +135,13 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     derived.mkdir(parents=True, exist_ok=True)
     manifest = load_manifest(run_dir)
     baseline = manifest.get("parameters", {}).get("baseline", "on")
-    points, failed = analysis.points_table(run_dir, nodes={"write": "primary", "read": "standby"})
+    points, failed = tables.points_table(run_dir, nodes={"write": "primary", "read": "standby"})
     if points.empty:
         raise ValueError(f"{run_dir}: no successful measurement to analyze ({len(failed)} failed points)")
     writes = points[points.kind == "write"]
     ratios = effects.block_ratios(writes, baseline, by=["group", "clients"], value="tps")
     summary = effects.summarise(ratios, by=["clients", "config"]).rename(columns={"config": "level"})
-    tps = analysis.tps_summary(writes, ["clients", "config"]).rename(columns={"config": "level"})
+    tps = tables.tps_summary(writes, ["clients", "config"]).rename(columns={"config": "level"})
     summary = summary.merge(tps, on=["clients", "level"], how="outer")
     reads = effects.block_ratios(points[points.kind == "read"], "idle", by=["group"], value="tps") \
         if (points.kind == "read").any() else pd.DataFrame(columns=["block", "group", "config", "ratio"])
@@ -150,16 +150,16 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
             "status"] == "ok":
         fsync = parse_pg_test_fsync((run_dir / "fsync" / "stdout.txt").read_text())
     init = parse_init(read_optional(run_dir / "init", "stderr.txt")) if (run_dir / "init").exists() else {}
-    waits = analysis.wait_shares(run_dir, points, node="primary")
-    latency = analysis.latency_table(run_dir, points[points.kind == "write"], ["config", "clients"]) \
+    waits = tables.wait_shares(run_dir, points, node="primary")
+    latency = tables.latency_table(run_dir, points[points.kind == "write"], ["config", "clients"]) \
         .rename(columns={"config": "level"})
-    stalls = analysis.stalls_table(points)
+    stalls = tables.stalls_table(points)
     comparison = compare(ratios, reads, Path(reference_dir), fsync, manifest, waits)
     metrics = headline(summary, comparison, fsync, init, manifest, len(failed), points)
     points.to_csv(derived / "points.csv", index=False, float_format="%.6g")
     summary.to_csv(derived / "summary.csv", index=False, float_format="%.6g")
     ratios.to_csv(derived / "ratios.csv", index=False, float_format="%.6g")
-    analysis.lines(summary.rename(columns={"level": "config"}), "clients", LEVEL_ORDER).to_csv(
+    tables.lines(summary.rename(columns={"level": "config"}), "clients", LEVEL_ORDER).to_csv(
         derived / "ratio_lines.csv", index=False, float_format="%.6g")
     comparison.to_csv(derived / "comparison.csv", index=False, float_format="%.6g")
     failed.to_csv(derived / "failed_points.csv", index=False)
@@ -208,10 +208,10 @@ def draw(a: Analysis, out: Path, reference_dir: Path) -> dict[str, list[Path]]:
     made = {"tps_by_clients": fig_tps_by_clients(a, out), "ratio_to_on": fig_ratio(a, out, reference_dir)}
     if len(a.reads):
         made["standby_reads"] = fig_standby_reads(a, out)
-    made["published_vs_reproduced"] = analysis.fig_comparison(a.comparison, out, "synchronous_commit: published "
+    made["published_vs_reproduced"] = tables.fig_comparison(a.comparison, out, "synchronous_commit: published "
                                                               "vs reproduced (ratio to on)")
     if len(a.waits):
-        made["waits"] = analysis.fig_waits(a.waits, out, order=[lv for lv in LEVEL_ORDER if lv in set(a.waits.config)],
+        made["waits"] = tables.fig_waits(a.waits, out, order=[lv for lv in LEVEL_ORDER if lv in set(a.waits.config)],
                                            title="Where the primary's client backends waited, by level")
     plt.close("all")
     return made
@@ -245,7 +245,7 @@ def fig_tps_by_clients(a: Analysis, out: Path) -> list[Path]:
     ax.set_xlabel("pgbench clients (-c), as measured")
     ax.set_ylabel("tps in the measured window (log scale)")
     ax.set_title(f"Primary write throughput by synchronous_commit level\n(median and "
-                 f"{analysis.caption(w.rename(columns={'tps_method': 'ci_method', 'tps_n': 'n'}))}; dots: points)")
+                 f"{tables.caption(w.rename(columns={'tps_method': 'ci_method', 'tps_n': 'n'}))}; dots: points)")
     ax.legend(title="synchronous_commit", fontsize=8)
     return figures.save(fig, out, "tps_by_clients")
 
@@ -256,7 +256,7 @@ def fig_ratio(a: Analysis, out: Path, reference_dir: Path) -> list[Path]:
     levels = [lvl for lvl in LEVEL_ORDER if lvl in set(s.level)] + ([AA] if (s.level == AA).any() else [])
     pal = _palette(levels)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11.5, 4.4), sharey=True)
-    analysis.ratio_panel(ax1, s.rename(columns={"level": "config"}), levels, pal)
+    tables.ratio_panel(ax1, s.rename(columns={"level": "config"}), levels, pal)
     for lvl in levels:
         r = ref[ref.synchronous_commit == lvl]
         if len(r):

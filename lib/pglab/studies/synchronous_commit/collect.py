@@ -1,7 +1,7 @@
-"""Collect: primary + one synchronous standby; blocks of every level at each client count (``pglab.sweep``).
+"""Collect: primary + one synchronous standby; blocks of every level at each client count (``pglab.runs.sweep``).
 
 Primary, standby and clients may be on any inventory hosts (``primary_host``, ``standby_host``,
-``client_host``); the topology comes from ``pglab.topology``.
+``client_host``); the topology comes from ``pglab.nodes.topology``.
 
 Every point's raw output is written before anything is parsed; analysis lives in ``analyze``.
 """
@@ -15,25 +15,26 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from pglab import preflight, sweep, topology, waits
-from pglab.cleanup import Session
 from pglab.errors import ProcessError
-from pglab.inventory import Inventory
-from pglab.node import Node
-from pglab.params import validate
-from pglab.resume import measured_run
-from pglab.store import Point, RunStore
+from pglab.hosts.inventory import Inventory
+from pglab.nodes import topology
+from pglab.nodes.node import Node
+from pglab.runs import preflight, sweep
+from pglab.runs.cleanup import Session
+from pglab.runs.params import validate
+from pglab.runs.resume import measured_run
+from pglab.runs.store import Point, RunStore
+from pglab.runs.sweep import Group, Planned, plan_blocks
 from pglab.studies.synchronous_commit import STUDY
 from pglab.studies.synchronous_commit.params import Params
-from pglab.sweep import Group, Planned, plan_blocks
-from pglab.workloads import cpu, pgbench
+from pglab.workloads import cpu, pgbench, waits
 
 DB = "bench"
 
 
 def plan(p: Params) -> list[Planned]:
     """Write blocks (every level at one client count, ``on`` twice), then standby-read blocks (idle
-    twice, loaded), each in a seeded random order (``pglab.sweep``)."""
+    twice, loaded), each in a seeded random order (``pglab.runs.sweep``)."""
     groups = [Group(f"c{c:03d}", {"kind": "write", "clients": c}) for c in p.clients]
     points = plan_blocks(p.levels, p.baseline, groups, p.blocks, p.seed, prefix="write")
     if p.standby_read_blocks:

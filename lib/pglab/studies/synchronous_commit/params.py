@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
-from pglab.params import not_reserved, unique_items
+from pglab.runs.params import not_reserved, unique_items
 
 Level = Literal["off", "local", "remote_write", "on", "remote_apply"]
 LEVELS: tuple[str, ...] = ("off", "local", "remote_write", "on", "remote_apply")

@@ -20,8 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from pglab.errors import PglabError
-from pglab.hosts import Background, Host
-from pglab.inventory import Inventory
+from pglab.hosts.base import Background, Host
+from pglab.hosts.inventory import Inventory
 
 CONNECT_TIMEOUT_S = 3.0
 LISTEN_TIMEOUT_S = 5.0  # for a listener to say it listens

@@ -14,7 +14,7 @@ import datetime as dt
 import ipaddress
 from dataclasses import dataclass, field
 
-from pglab.hosts import Host
+from pglab.hosts.base import Host
 
 VALID_DAYS = 30
 

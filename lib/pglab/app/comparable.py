@@ -44,9 +44,9 @@ from typing import Any
 
 import pandas as pd
 
-from pglab import placement
+from pglab.analysis import placement
 from pglab.errors import NotComparableError, UserError
-from pglab.store import MANIFEST, load_manifest
+from pglab.runs.store import MANIFEST, load_manifest
 
 REFUSE = "refuse"
 NOTE = "note"

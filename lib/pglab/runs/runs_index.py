@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from pglab.errors import UserError
-from pglab.hosts import state_dir
+from pglab.hosts.base import state_dir
 
 
 def index_dir() -> Path:

@@ -11,7 +11,7 @@ Topologies are built from it: ``streaming`` (a primary and N standbys on any hos
 system), and ``Client`` (a host that runs a workload against a node: over the socket on the node's own
 host, else TCP to its data address).
 
-A Deployment does not release anything: ``pglab.cleanup.Session`` owns one and stops what it made.
+A Deployment does not release anything: ``pglab.runs.cleanup.Session`` owns one and stops what it made.
 ``Recorder`` is how the session hears of every host, workspace and node the moment they exist, so that
 a run killed half-way is still cleaned up.
 """
@@ -24,14 +24,14 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pglab.errors import ProcessError, UserError
-from pglab.hosts import Host
-from pglab.inventory import Inventory
-from pglab.node import Node, Workspace
-from pglab.target import Target
+from pglab.hosts.base import Host
+from pglab.hosts.inventory import Inventory
+from pglab.nodes.node import Node, Workspace
+from pglab.nodes.target import Target
 
 
 class Recorder(Protocol):
-    """What a Deployment reports as it goes (``pglab.cleanup.Session`` records it in the manifest)."""
+    """What a Deployment reports as it goes (``pglab.runs.cleanup.Session`` records it in the manifest)."""
 
     def host_opened(self, name: str, host: Host) -> None: ...
 
@@ -55,7 +55,7 @@ class Deployment:
         self._tls_settings: dict[str, dict[str, Any]] = {}
         self._ca: Any = None
         if tls:
-            from pglab import tls as tls_mod
+            from pglab.hosts import tls as tls_mod
 
             self._ca = tls_mod.RunCA.create(label)
 
@@ -90,7 +90,7 @@ class Deployment:
             if self.recorder:
                 self.recorder.workspace_made(host_name, ws)
             if self._ca is not None:
-                from pglab import tls as tls_mod
+                from pglab.hosts import tls as tls_mod
 
                 ws.tls_root = tls_mod.install_client(host, f"{ws.base}/tls-client", self._ca,
                                                      owner=host.server_user)
@@ -101,7 +101,7 @@ class Deployment:
         if self._ca is None:
             return {}
         if host_name not in self._tls_settings:
-            from pglab import tls as tls_mod
+            from pglab.hosts import tls as tls_mod
 
             ws, host = self.workspace(host_name), self.host(host_name)
             self._tls_settings[host_name] = tls_mod.install_server(

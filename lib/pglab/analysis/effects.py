@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from pglab.stats import median_interval
+from pglab.analysis.stats import median_interval
 
 VERDICTS = ("held", "did not hold", "not resolvable here", "not measurable here")
 COMPARISON_COLUMNS = ["claim", "published", "reproduced", "ci_low", "ci_high", "noise_floor", "blocks", "verdict"]

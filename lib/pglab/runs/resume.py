@@ -3,7 +3,7 @@
 A run that was interrupted (Ctrl-C), killed (SIGKILL, a lost machine) or failed part-way keeps every
 finished point. ``pglab collect STUDY --resume [RUN]`` reopens its folder: what the killed process left
 running is cleaned up first (as ``pglab cleanup`` would), the deployment is built anew, and the sweep
-continues at the first unfinished point (``pglab.sweep.run``). The manifest lists every resume; the
+continues at the first unfinished point (``pglab.runs.sweep.run``). The manifest lists every resume; the
 analysis reads the folder as one run.
 """
 
@@ -16,11 +16,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from pglab.cleanup import UNFINISHED, CleanupReport, Session, _clean_run, _inventory_for, _run_in_progress, session
 from pglab.errors import UserError
-from pglab.inventory import Inventory
-from pglab.store import MANIFEST, RunStore, archive_dir, git_revision, load_manifest, runs
-from pglab.sweep import Planned, plan_record
+from pglab.hosts.inventory import Inventory
+from pglab.runs.cleanup import UNFINISHED, CleanupReport, Session, _clean_run, _inventory_for, _run_in_progress, session
+from pglab.runs.store import MANIFEST, RunStore, archive_dir, git_revision, load_manifest, runs
+from pglab.runs.sweep import Planned, plan_record
 
 
 class ResumeError(UserError):
@@ -94,7 +94,7 @@ SAME_MACHINE = ("cpu_model", "cores", "mem_total_kb", "kernel", "os", "machine_i
 
 def _machine_problems(manifest: dict[str, Any], inventory: Inventory) -> list[str]:
     """Host facts recorded by the run that differ now (another machine, another kernel...)."""
-    from pglab.preflight import host_problems
+    from pglab.runs.preflight import host_problems
 
     recorded = manifest.get("hosts", {})
     names = [n for n in recorded if n in inventory.hosts]

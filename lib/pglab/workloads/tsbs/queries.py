@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from pglab.workloads.tsbs_data import METRICS
+from pglab.workloads.tsbs.data import METRICS
 
 QUERY_TYPES: tuple[str, ...] = ("cpu-max-all-1", "single-groupby-1-1-1", "double-groupby-1", "high-cpu-1",
                                 "lastpoint", "groupby-orderby-limit")

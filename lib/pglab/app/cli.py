@@ -8,53 +8,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from pglab.errors import ParseError, PglabError, UserError
-
-
-def _params(study: str, params_file: str | None, profile: str | None, inventory: str | None = None):
-    from pglab.inventory import load_inventory
-    from pglab.params import profile_values, validate
-    from pglab.studies import module
-
-    path = params_file or f"params/{study}.yaml"
-    name, values, inv_path = profile_values(path, profile)
-    model = module(study, "params").Params
-    p = validate(model, values, f"{path} profiles.{name}")
-    return name, p, load_inventory(inventory or inv_path or "params/hosts.yaml")
-
-
-def cmd_collect(a: argparse.Namespace) -> int:
-    from pglab.store import pipeline_dir, publish
-    from pglab.studies import module
-
-    name, p, inventory = _params(a.study, a.params, a.profile, a.inventory)
-    resume = None
-    if a.resume is not None:
-        from pglab.resume import find
-
-        resume = find(a.data_root, a.study, a.resume or None)
-        print(f"resuming {resume}", file=sys.stderr)
-    run = module(a.study, "collect").collect(p, data_root=a.data_root, profile=name, inventory=inventory,
-                                             progress=not a.quiet, resume=resume)
-    from pglab.store import load_manifest
-
-    status = load_manifest(run).get("status")
-    if status != "complete":  # measured, but something could not be stopped: not the pipeline's run
-        print(f"pglab: run {run} ended {status}: run `pglab cleanup`; not published to "
-              f"{pipeline_dir(a.data_root, a.study)}", file=sys.stderr)
-        return 1
-    publish(run, pipeline_dir(a.data_root, a.study))
-    print(f"run archived in {run}; the pipeline's copy is {pipeline_dir(a.data_root, a.study)}")
-    return 0
+from pglab.app import exits
+from pglab.app.collect import add_arguments, collect, load_params
+from pglab.errors import PglabError, UserError
 
 
 def cmd_analyze(a: argparse.Namespace) -> int:
-    from pglab.store import analysis_run
+    from pglab.runs.store import analysis_run
     from pglab.studies import module
 
     root = Path(a.data_root)
@@ -72,8 +36,8 @@ def cmd_analyze(a: argparse.Namespace) -> int:
 
 def cmd_compare(a: argparse.Namespace) -> int:
     """The differences first; refused (exit 2) unless --allow-mixed, after the facts side by side, then the tables."""
-    from pglab import comparable
-    from pglab.store import load_manifest
+    from pglab.app import comparable
+    from pglab.runs.store import load_manifest
 
     runs = [comparable.find_run(a.data_root, r) for r in (a.run_a, a.run_b)]
     manifests = [load_manifest(r) for r in runs]
@@ -102,8 +66,9 @@ def cmd_parse(a: argparse.Namespace) -> int:
 
 
 def cmd_check(a: argparse.Namespace) -> int:
-    from pglab import netcheck, preflight
-    from pglab.inventory import load_inventory
+    from pglab.hosts import netcheck
+    from pglab.hosts.inventory import load_inventory
+    from pglab.runs import preflight
 
     inventory = load_inventory(a.inventory)
     problems, hosts = preflight.host_problems(inventory, inventory.hosts)
@@ -129,7 +94,7 @@ def cmd_check(a: argparse.Namespace) -> int:
         print(f"{'ok  ' if path else 'warn'} client {tool}: {path or 'not found'}")
     for study in a.studies:
         try:
-            _, p, inv = _params(study, None, a.profile)
+            _, p, inv = load_params(study, None, a.profile)
             from pglab.studies import module
 
             skipped = module(study, "collect").check(p, inv) or {}
@@ -145,9 +110,9 @@ def cmd_check(a: argparse.Namespace) -> int:
 
 def cmd_cleanup(a: argparse.Namespace) -> int:
     """One line per action, then a summary; exit 1 when something could not be stopped."""
-    from pglab.cleanup import cleanup_leftovers
-    from pglab.inventory import load_inventory
-    from pglab.lab import cleanup_orphans
+    from pglab.hosts.inventory import load_inventory
+    from pglab.hosts.lab import cleanup_orphans
+    from pglab.runs.cleanup import cleanup_leftovers
 
     report = cleanup_leftovers(Path(a.data_root), load_inventory(a.inventory), force=a.force,
                                echo=lambda line: print(line, flush=True))
@@ -159,7 +124,7 @@ def cmd_cleanup(a: argparse.Namespace) -> int:
 
 
 def cmd_lab(a: argparse.Namespace) -> int:
-    from pglab import lab
+    from pglab.hosts import lab
 
     if a.lab_command == "up":
         lb = lab.up(a.n, name=a.name, inventory_path=a.inventory, owner_pid=a.owner_pid,
@@ -186,17 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     c = sub.add_parser("collect", help="run a study's measurements into data/runs/<study>/<run-id>/ "
                                        "(kept for good) and copy the run to data/raw/<study>/ (the pipeline's)")
-    c.add_argument("study", choices=STUDIES)
-    c.add_argument("--profile", help="profile of the params file (default: its `profile:` key)")
-    c.add_argument("--params", help="params file (default params/<study>.yaml)")
-    c.add_argument("--inventory", help="host inventory (default: the params file's `inventory:`, "
-                                       "params/hosts.yaml; `pglab lab up` writes params/lab.yaml)")
-    c.add_argument("--data-root", default="data")
-    c.add_argument("--quiet", action="store_true", help="no progress bar")
-    c.add_argument("--resume", nargs="?", const="", metavar="RUN",
-                   help="continue an interrupted or killed run (a run folder or id; default: the newest "
-                        "unfinished run of the study) at its first unfinished point, with the same parameters")
-    c.set_defaults(func=cmd_collect)
+    add_arguments(c)
+    c.set_defaults(func=collect)
     z = sub.add_parser("analyze", help="derived tables, metrics and figures from a raw run")
     z.add_argument("study", choices=STUDIES)
     z.add_argument("--run", help="raw run folder (default: data/raw/<study>, else the newest complete archived run)")
@@ -247,20 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except (UserError, ParseError) as exc:
-        print(f"pglab: {exc}", file=sys.stderr)
-        return 2
-    except PglabError as exc:
-        print(f"pglab: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("pglab: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:  # `pglab parse ... | head`
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+    return exits.run(args.func, args)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 import psycopg
 
-from pglab.store import write_json
+from pglab.runs.store import write_json
 
 CSV = "waits.csv"
 SUMMARY = "waits.json"

@@ -40,9 +40,9 @@ from typing import Any
 
 import numpy as np
 
-from pglab.workloads.tsbs_data import COLUMNS, METRICS, batches, generate, total_rows
-from pglab.workloads.tsbs_load import LoadError, check_table, generate_only, load
-from pglab.workloads.tsbs_queries import QUERY_TYPES, draw_params, pgbench_script, query_sql
+from pglab.workloads.tsbs.data import COLUMNS, METRICS, batches, generate, total_rows
+from pglab.workloads.tsbs.load import LoadError, check_table, generate_only, load
+from pglab.workloads.tsbs.queries import QUERY_TYPES, draw_params, pgbench_script, query_sql
 
 __all__ = ["COLUMNS", "LAYOUTS", "METRICS", "QUERY_TYPES", "TAG_COLUMNS", "LoadError", "batches", "draw_params",
            "generate", "generate_only", "hypertable_sql", "index_sql", "load", "load_tags", "main",

@@ -26,8 +26,8 @@ from typing import Any
 
 import orjson
 
-from pglab import runs_index
-from pglab.hosts import Result
+from pglab.hosts.base import Result
+from pglab.runs import runs_index
 
 MANIFEST = "manifest.json"
 PACKAGES = ("pglab", "psycopg", "pandas", "seaborn", "matplotlib", "fabric", "papermill", "dvc", "pydantic",

@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pglab.progress import bar as progress_bar
-from pglab.store import Point, RunStore, write_json
+from pglab.runs.progress import bar as progress_bar
+from pglab.runs.store import Point, RunStore, write_json
 
 AA_SUFFIX = "aa"  # id suffix of the second baseline in a block
 FINISHED = ("ok", "failed", "inconsistent")  # statuses of a point that is over: resume skips it

@@ -2,7 +2,7 @@
 
 A study's ``analyze`` reads its run folder with :func:`points_table` (one row per measured point, with
 the measured-window tps cut from ``-P 1`` progress, stalls, CPU steal and load), divides within blocks
-(``pglab.effects``), and draws with the figure helpers here, so that every study shows intervals over
+(``pglab.analysis.effects``), and draws with the figure helpers here, so that every study shows intervals over
 blocks and the noise floor the same way.
 """
 
@@ -17,12 +17,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from pglab import effects, figures, waits
-from pglab.effects import AA
+from pglab.analysis import effects, figures
+from pglab.analysis.effects import AA
+from pglab.analysis.stats import median_interval
+from pglab.analysis.window import measured_window
 from pglab.parsers.pgbench import parse_summary
-from pglab.stats import median_interval
-from pglab.store import read_optional
-from pglab.window import measured_window
+from pglab.runs.store import read_optional
+from pglab.workloads import waits
 
 POINT_COLUMNS = ["point", "kind", "block", "group", "config", "copy", "clients", "tps", "tps_summary",
                  "latency_avg_ms", "window_s", "stalls", "stall_times", "steal", "steal_flag", "load1"]
@@ -119,7 +120,7 @@ def wait_shares(run_dir: Path, points: pd.DataFrame, node: str | None = None,
                 backend_group: str = "client") -> pd.DataFrame:
     """Per configuration: the share of sampled backends in each wait event, over all its points.
 
-    Read from each point's raw ``waits.csv`` (``pglab.waits``); ``node`` keeps one node's samples.
+    Read from each point's raw ``waits.csv`` (``pglab.workloads.waits``); ``node`` keeps one node's samples.
     """
     frames = []
     for _, p in points.iterrows():

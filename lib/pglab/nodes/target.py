@@ -1,6 +1,6 @@
 """Targets: anything a workload connects to, whether or not pglab started it.
 
-A ``Node`` (pglab.node) is a target that pglab also starts and stops; a ``ServerTarget`` is one given
+A ``Node`` (pglab.nodes.node) is a target that pglab also starts and stops; a ``ServerTarget`` is one given
 by a connection string (a managed service, a server someone else runs). A workload asks a target for
 the libpq environment of a program on the client's host (``libpq_env``), so pgbench, sysbench and
 psql are started the same way against either.
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pglab.errors import UserError
 
 if TYPE_CHECKING:
-    from pglab.node import Workspace
+    from pglab.nodes.node import Workspace
 
 # libpq keywords a target may carry, and the environment variable each becomes
 _ENV = {"host": "PGHOST", "hostaddr": "PGHOSTADDR", "port": "PGPORT", "dbname": "PGDATABASE", "user": "PGUSER",

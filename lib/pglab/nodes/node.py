@@ -29,8 +29,8 @@ from typing import Any
 import psycopg
 
 from pglab.errors import ProcessError, QueryTimeout, UserError, register_secret
-from pglab.hosts import Host
-from pglab.target import Target
+from pglab.hosts.base import Host
+from pglab.nodes.target import Target
 
 SUPERUSER = "pglab"
 

@@ -31,12 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pglab import procs, runs_index
-from pglab.hosts import Background, Host, LocalHost
-from pglab.inventory import Inventory, load_inventory
-from pglab.node import Node, Workspace
-from pglab.store import MANIFEST, RunStore, now, write_json
-from pglab.topology import Deployment
+from pglab.hosts import procs
+from pglab.hosts.base import Background, Host, LocalHost
+from pglab.hosts.inventory import Inventory, load_inventory
+from pglab.nodes.node import Node, Workspace
+from pglab.nodes.topology import Deployment
+from pglab.runs import runs_index
+from pglab.runs.store import MANIFEST, RunStore, now, write_json
 
 # A run's status once it is over and nothing of it runs any more (its index entry can go).
 FINAL = ("complete", "failed", "interrupted", "killed")
@@ -48,7 +49,7 @@ WORKSPACE_NAME = re.compile(r"pglab-[A-Za-z0-9]{6}")
 class Session:
     """The resources of one study run, released in a safe order.
 
-    ``deploy`` (a ``pglab.topology.Deployment``) creates hosts, workspaces and nodes; the session hears
+    ``deploy`` (a ``pglab.nodes.topology.Deployment``) creates hosts, workspaces and nodes; the session hears
     of each as it is made (``Recorder``), lists it in the manifest at once, and releases it in ``close``.
     """
 
@@ -111,7 +112,7 @@ class Session:
             self.store.add_node(node.describe())
 
     def track_background(self, proc: Background) -> Background:
-        """List ``proc`` for cleanup, with what identifies it beyond its PID (see ``pglab.procs``)."""
+        """List ``proc`` for cleanup, with what identifies it beyond its PID (see ``pglab.hosts.procs``)."""
         self.background.append(proc)
         if self.store:
             entry: dict[str, Any] = {"host": proc.host.name, "pid": proc.pid, "command": proc.command}

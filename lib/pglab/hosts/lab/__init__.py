@@ -16,7 +16,7 @@ Several labs live side by side, by name (default ``lab``): the name picks the na
 (``plb<tag>`` bridge, ``plv<tag>h<i>`` veths, tag = the index in hex) and the subnet. Every link the
 lab creates carries the alias ``pglab-lab:<name>``, so ``down`` finds them even without the state.
 
-State: ``pglab.hosts.state_dir() / "labs" / <name>/`` (0700): the client key, authorized_keys,
+State: ``pglab.hosts.base.state_dir() / "labs" / <name>/`` (0700): the client key, authorized_keys,
 known_hosts (exactly the generated host keys), per host its host key, sshd config, pidfile and log,
 and ``lab.json`` (hosts, addresses, namespaces, sshd PIDs with their process identity, creation time,
 optional owner PID with its identity: ``cleanup_orphans`` removes a lab whose owner is gone).
@@ -53,9 +53,9 @@ from typing import Any
 
 import yaml
 
-from pglab import procs
 from pglab.errors import PglabError, UserError
-from pglab.hosts import LocalHost, state_dir
+from pglab.hosts import procs
+from pglab.hosts.base import LocalHost, state_dir
 
 DEFAULT_NAME = "lab"
 LAB_NETWORK = ipaddress.ip_network("198.18.0.0/15")
@@ -173,7 +173,7 @@ class Lab:
     # -- for callers ------------------------------------------------------------------------------
     def inventory_data(self) -> dict[str, Any]:
         """The inventory as plain data (what ``up`` writes as YAML)."""
-        from pglab.inventory import HostEntry
+        from pglab.hosts.inventory import HostEntry
 
         bindir = HostEntry.model_fields["bindir"].default  # lab hosts are this machine: its PostgreSQL
         return {"hosts": {h.name: {
@@ -182,8 +182,8 @@ class Lab:
             "accept_unknown_host_key": False, "workdir": h.workdir, "bindir": bindir,
         } for h in self.hosts}}
 
-    def inventory(self):  # -> pglab.inventory.Inventory (imported late: pydantic is slow to import)
-        from pglab.inventory import Inventory
+    def inventory(self):  # -> pglab.hosts.inventory.Inventory (imported late: pydantic is slow to import)
+        from pglab.hosts.inventory import Inventory
 
         return Inventory.model_validate(self.inventory_data())
 

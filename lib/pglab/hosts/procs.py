@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from pglab.errors import ProcessError
-from pglab.hosts import Host
+from pglab.hosts.base import Host
 
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
 _READ_ERRORS = (OSError, ValueError, ProcessError)  # gone (local: OSError, ssh: ProcessError) or undecodable

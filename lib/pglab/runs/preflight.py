@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from pglab.errors import PglabError, PreflightError
-from pglab.hosts import Host
-from pglab.inventory import Inventory
+from pglab.hosts.base import Host
+from pglab.hosts.inventory import Inventory
 
 SERVER_PROGRAMS = ("initdb", "pg_ctl", "postgres", "pg_basebackup", "pgbench")
 

@@ -13,7 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pglab.errors import ParameterError, UserError
-from pglab.hosts import Host, LocalHost, SSHHost
+from pglab.hosts.base import Host, LocalHost, SSHHost
 
 
 class HostEntry(BaseModel):

@@ -17,12 +17,12 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from pglab import placement
+from pglab.analysis import placement
+from pglab.app.paths import repo_root
 from pglab.errors import ParameterError, UserError
-from pglab.inventory import load_inventory
-from pglab.params import profile_values
-from pglab.paths import repo_root
-from pglab.store import analysis_run, archive_dir, load_manifest, pipeline_dir, publish
+from pglab.hosts.inventory import load_inventory
+from pglab.runs.params import profile_values
+from pglab.runs.store import analysis_run, archive_dir, load_manifest, pipeline_dir, publish
 from pglab.studies import module
 
 # The run-level parameters every study notebook declares (besides the study's own).
@@ -134,7 +134,7 @@ def compare_runs(run_a: str | Path, run_b: str | Path, allow_mixed: bool = False
     ``allow_mixed``; the facts side by side are shown first all the same. In a notebook the tables are
     displayed (and None returned); elsewhere they are returned.
     """
-    from pglab import comparable
+    from pglab.app import comparable
 
     root = repo_root()
     # a folder relative to the working directory or to the checkout (notebooks run in notebooks/), else a run id

@@ -1,0 +1,72 @@
+"""``python -m pglab.app.collect STUDY``: what a DVC collect stage runs, and what ``pglab collect`` calls.
+
+Its imports are what collecting a study needs and nothing more: a collect stage's deps in dvc.yaml are
+exactly the files this module and the study's collect module import (tests/test_dvc_deps.py checks it
+both ways), so an edit to a parser, the lab, the CLI, analysis or a figure never re-measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from pglab.app import exits
+from pglab.hosts.inventory import Inventory, load_inventory
+from pglab.runs.params import profile_values, validate
+from pglab.runs.store import load_manifest, pipeline_dir, publish
+from pglab.studies import STUDIES, module
+
+
+def load_params(study: str, params_file: str | None, profile: str | None,
+                inventory: str | None = None) -> tuple[str, Any, Inventory]:
+    """(profile name, validated parameters, inventory) of ``study``, every problem named before anything runs."""
+    path = params_file or f"params/{study}.yaml"
+    name, values, inv_path = profile_values(path, profile)
+    p = validate(module(study, "params").Params, values, f"{path} profiles.{name}")
+    return name, p, load_inventory(inventory or inv_path or "params/hosts.yaml")
+
+
+def add_arguments(c: argparse.ArgumentParser) -> None:
+    c.add_argument("study", choices=STUDIES)
+    c.add_argument("--profile", help="profile of the params file (default: its `profile:` key)")
+    c.add_argument("--params", help="params file (default params/<study>.yaml)")
+    c.add_argument("--inventory", help="host inventory (default: the params file's `inventory:`, "
+                                       "params/hosts.yaml; `pglab lab up` writes params/lab.yaml)")
+    c.add_argument("--data-root", default="data")
+    c.add_argument("--quiet", action="store_true", help="no progress bar")
+    c.add_argument("--resume", nargs="?", const="", metavar="RUN",
+                   help="continue an interrupted or killed run (a run folder or id; default: the newest "
+                        "unfinished run of the study) at its first unfinished point, with the same parameters")
+
+
+def collect(a: argparse.Namespace) -> int:
+    """Measure into the archive; publish to data/raw/<study> only a run that ended complete."""
+    name, p, inventory = load_params(a.study, a.params, a.profile, a.inventory)
+    resume = None
+    if a.resume is not None:
+        from pglab.runs.resume import find
+
+        resume = find(a.data_root, a.study, a.resume or None)
+        print(f"resuming {resume}", file=sys.stderr)
+    run = module(a.study, "collect").collect(p, data_root=a.data_root, profile=name, inventory=inventory,
+                                             progress=not a.quiet, resume=resume)
+    status = load_manifest(run).get("status")
+    if status != "complete":  # measured, but something could not be stopped: not the pipeline's run
+        print(f"pglab: run {run} ended {status}: run `pglab cleanup`; not published to "
+              f"{pipeline_dir(a.data_root, a.study)}", file=sys.stderr)
+        return 1
+    publish(run, pipeline_dir(a.data_root, a.study))
+    print(f"run archived in {run}; the pipeline's copy is {pipeline_dir(a.data_root, a.study)}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m pglab.app.collect", description=__doc__.splitlines()[0])
+    add_arguments(ap)
+    return exits.run(collect, ap.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
