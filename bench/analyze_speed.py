@@ -11,6 +11,7 @@ Run from the project root::
 
     .venv/bin/python bench/analyze_speed.py
     .venv/bin/python bench/analyze_speed.py --data-root data --study synchronous_commit
+    .venv/bin/python bench/analyze_speed.py --tiny     # one study: does the script still work?
 
 Exit code 1 when the goal is missed or the two analyses differ; 2 when there is no run to analyze.
 """
@@ -27,8 +28,10 @@ from pathlib import Path
 from pglab.app.paths import repo_root
 from pglab.runs.store import analysis_run
 from pglab.studies import STUDIES, module
+from tiny import parse
 
 GOAL_S = 60.0
+TINY_STUDY = "cloud_providers"  # the quickest to analyze (about 10 s for both analyses)
 
 
 def differing(a: Path, b: Path) -> list[str]:
@@ -45,7 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data-root", default=str(repo_root() / "data"))
     ap.add_argument("--study", action="append", choices=STUDIES, help="default: every study with a run")
-    a = ap.parse_args(argv)
+    a = parse(ap, argv)  # --tiny: only the study below, unless --study names others
+    if a.tiny and not a.study:
+        a.study = [TINY_STUDY]
     reference = repo_root() / "data" / "reference"
     total, bad, analyzed = 0.0, [], 0
     for study in a.study or STUDIES:

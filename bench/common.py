@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pglab.hosts.base import LocalHost
+from pglab.hosts.local import LocalHost
 from pglab.nodes.node import Node
 from pglab.runs.store import RunStore
 from pglab.workloads import cpu

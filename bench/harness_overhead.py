@@ -18,6 +18,7 @@ Run from the project root::
 
     .venv/bin/python bench/harness_overhead.py                       # 4 pairs of 10 s, 4 clients, scale 10
     .venv/bin/python bench/harness_overhead.py --rounds 2 --seconds 5
+    .venv/bin/python bench/harness_overhead.py --tiny                # seconds: does the script still work?
 
 Exit code 0 whatever the ratio (it is a benchmark); non-zero if a pgbench run fails.
 """
@@ -36,10 +37,11 @@ from pglab.hosts.inventory import load_inventory
 from pglab.nodes.node import Node
 from pglab.parsers.pgbench import parse_summary
 from pglab.replication.base import System
-from pglab.replication.measure import run_and_catch_up
-from pglab.runs.cleanup import Session, session
+from pglab.runs.session import Session, session
 from pglab.runs.store import RunStore
 from pglab.workloads import pgbench
+from pglab.workloads.catchup import run_and_catch_up
+from tiny import parse
 
 
 class NoReplication(System):
@@ -56,7 +58,7 @@ class NoReplication(System):
     def caught_up(self) -> bool:
         return True
 
-    def mark(self, token: str) -> None:
+    def mark(self, token: str, timeout: float | None = None) -> None:
         pass
 
     def applied(self, token: str) -> bool:
@@ -71,7 +73,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--jobs", type=int, default=None, help="pgbench -j; default min(clients, cores)")
     ap.add_argument("--scale", type=int, default=10, help="pgbench -i -s; default 10")
     ap.add_argument("--warmup", type=int, default=5, help="seconds of an uncounted first run (0: none); default 5")
-    return ap.parse_args(argv)
+    return parse(ap, argv, rounds=1, seconds=1, clients=2, scale=1, warmup=0)
 
 
 def initialise(node: Node, scale: int) -> None:

@@ -15,6 +15,7 @@ Run from the project root::
 
     .venv/bin/python bench/lag_sampler_overhead.py                     # builtin, 4 pairs of 10 s, 4 clients
     .venv/bin/python bench/lag_sampler_overhead.py --system streaming --rounds 2 --seconds 5
+    .venv/bin/python bench/lag_sampler_overhead.py --tiny              # seconds: does the script still work?
 
 Exit code 0 whatever the ratio (it is a benchmark); non-zero if a pgbench run fails or the subscriber
 does not catch up.
@@ -34,11 +35,12 @@ from pglab.nodes.node import Node
 from pglab.parsers.pgbench import parse_summary
 from pglab.replication.base import System, add_history_key
 from pglab.replication.builtin import BuiltinLogical
-from pglab.replication.measure import run_and_catch_up
 from pglab.replication.streaming import Streaming
-from pglab.runs.cleanup import Session, session
+from pglab.runs.session import Session, session
 from pglab.runs.store import RunStore
 from pglab.workloads import pgbench
+from pglab.workloads.catchup import run_and_catch_up
+from tiny import parse
 
 CATCHUP_TIMEOUT_S = 120
 SYSTEMS: dict[str, type[System]] = {"builtin": BuiltinLogical, "streaming": Streaming}
@@ -60,7 +62,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--jobs", type=int, default=None, help="pgbench -j; default min(clients, cores)")
     ap.add_argument("--scale", type=int, default=10, help="pgbench -i -s; default 10")
     ap.add_argument("--interval", type=float, default=0.5, help="lag sampler interval (s) when on; default 0.5")
-    return ap.parse_args(argv)
+    return parse(ap, argv, rounds=1, seconds=1, clients=2, scale=1, interval=0.2)
 
 
 def setup(s: Session, name: str, scale: int) -> System:

@@ -24,6 +24,7 @@ Run from the project root::
 
     .venv/bin/python bench/parse_speed.py                 # 256 MB in a temporary folder
     .venv/bin/python bench/parse_speed.py --size-mb 1024 --path /tmp/big.log --repeat 5
+    .venv/bin/python bench/parse_speed.py --tiny          # seconds: does the script still work?
 
 Exit code 1 when a goal is missed.
 """
@@ -43,6 +44,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pv
+from tiny import parse
 
 LIB = Path(__file__).resolve().parents[1] / "lib"
 RATIO_GOAL = 10.0
@@ -52,7 +54,7 @@ MEMORY_GOAL = 2.0
 CHILD = """
 import json, re, sys, time
 import numpy, pyarrow, pyarrow.compute, pyarrow.csv
-from pglab.parsers.pgbench import merged_percentiles, parse_transaction_log_file
+from pglab.parsers.txlog import merged_percentiles, parse_transaction_log_file
 from pglab.parsers import txlog_kernel
 path, mode = sys.argv[1], sys.argv[2]
 t_load = time.perf_counter()
@@ -132,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clients", type=int, default=8, help="client ids in the log (pgbench -c per thread)")
     ap.add_argument("--path", help="reuse (or create) this log instead of a temporary one")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs of wc and of each parser; the best counts")
-    a = ap.parse_args(argv)
+    a = parse(ap, argv, size_mb=2, repeat=1)
     tmp = None
     if a.path:
         path = Path(a.path)

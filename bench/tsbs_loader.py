@@ -13,6 +13,7 @@ batch 1000, 4 clients, best of 3. Run from the project root::
 
     .venv/bin/python bench/tsbs_loader.py
     .venv/bin/python bench/tsbs_loader.py --devices 400 --duration-s 7200 --clients 8 --repeat 5
+    .venv/bin/python bench/tsbs_loader.py --tiny      # seconds: does the script still work?
 
 Prints the figures; exit 0 (1 only if the server cannot be started or a load fails).
 """
@@ -27,9 +28,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pglab.hosts.base import LocalHost
-from pglab.nodes.node import Node, Workspace
+from pglab.hosts.local import LocalHost
+from pglab.nodes.node import Node
+from pglab.nodes.workspace import Workspace
 from pglab.workloads import tsbs
+from tiny import parse
 
 BINDIR = "/usr/lib/postgresql/15/bin"
 DB = "tsbs"
@@ -58,14 +61,14 @@ def best_load(node: Node, table: str, args: argparse.Namespace, out: Path) -> di
     return best
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--devices", type=int, default=200)
     ap.add_argument("--duration-s", type=int, default=7200)
     ap.add_argument("--batch", type=int, default=1000)
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=3)
-    args = ap.parse_args()
+    args = parse(ap, argv, devices=10, duration_s=600, batch=100, clients=2, repeat=1)
     rows = tsbs.total_rows(args.devices, args.duration_s, 10)
     say(f"TSBS cpu-only: {args.devices} devices x {args.duration_s} s / 10 s = {rows:,} rows "
         f"({rows * 10:,} metrics), batch {args.batch}, {args.clients} clients, best of {args.repeat}")

@@ -14,6 +14,7 @@ Run from the project root::
 
     .venv/bin/python bench/wait_sampler_cost.py                   # 6 blocks of 3 x 5 s, 4 clients
     .venv/bin/python bench/wait_sampler_cost.py --blocks 10 --seconds 10
+    .venv/bin/python bench/wait_sampler_cost.py --tiny            # seconds: does the script still work?
 
 Exit code 1 when a goal is missed, 0 otherwise.
 """
@@ -30,10 +31,11 @@ from common import DB, SETTINGS, RunFailed, reset_tables, run_main, say
 from pglab.analysis import effects
 from pglab.hosts.inventory import load_inventory
 from pglab.parsers.pgbench import parse_summary
-from pglab.runs.cleanup import session
+from pglab.runs.session import session
 from pglab.runs.store import RunStore
 from pglab.runs.sweep import Group, plan_blocks
 from pglab.workloads import pgbench, waits
+from tiny import parse
 
 CPU_GOAL = 0.005
 
@@ -46,7 +48,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--scale", type=int, default=10, help="pgbench -i -s; default 10")
     ap.add_argument("--interval-ms", type=int, default=100, help="sampling period; default 100")
     ap.add_argument("--seed", type=int, default=1)
-    return ap.parse_args(argv)
+    return parse(ap, argv, blocks=2, seconds=1, clients=2, scale=1)
 
 
 def main(argv: list[str] | None = None) -> int:

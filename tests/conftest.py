@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import signal
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from pglab.hosts.base import Host, LocalHost, SSHHost
+from pglab.hosts.base import Host
 from pglab.hosts.inventory import HostEntry, Inventory, load_inventory
+from pglab.hosts.local import LocalHost
+from pglab.hosts.ssh import SSHHost
 from sshd import SshServer, sshd_server  # noqa: F401  (re-exported fixture)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -20,6 +25,20 @@ REPO = Path(__file__).resolve().parents[1]
 # never arrives. A handler is reset to the default on exec: children get SIGINT as from a terminal.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+# Each test process (an xdist worker, or pytest alone) makes its per-run folders in a workdir of its own
+# (hosts without `workdir` in the inventory use $PGLAB_WORKDIR), so "the run created no workspace" is
+# checked against this process's runs only, whatever other workers do meanwhile. Short: socket paths.
+WORKDIR = tempfile.mkdtemp(prefix=f"pgw{os.environ.get('PYTEST_XDIST_WORKER', '')}-", dir="/tmp")
+os.chmod(WORKDIR, 0o1777)
+os.environ["PGLAB_WORKDIR"] = WORKDIR
+
+
+@atexit.register
+def _remove_workdir() -> None:
+    with contextlib.suppress(OSError):  # kept when a run left something in it: that is evidence
+        os.rmdir(WORKDIR)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -40,7 +59,7 @@ def inventory(sshd_server: SshServer) -> Inventory:  # noqa: F811
 
 
 # The test lab: four SSH hosts in network namespaces (lab1-3 for topologies, lab4 outside them).
-TEST_LAB = "pgtest"
+TEST_LAB = f"pgt{os.getpid()}"  # one per test session: never the user's lab, never another session's
 # Where the nodes of a two-node topology and its client run, per placement a test is parametrised over.
 PLACES = {"local": ("local", "local", "local"), "ssh": ("ssh", "ssh", "ssh"), "lab": ("lab1", "lab2", "lab3")}
 
@@ -110,8 +129,8 @@ def _parent(pid: int) -> int | None:
 
 
 def workspaces() -> set[str]:
-    """The pglab per-run folders on this machine (a test that starts nothing creates none)."""
-    return {str(p) for p in Path("/tmp").glob("pglab-??????") if p.is_dir()}
+    """This test process's pglab per-run folders (a test that starts nothing creates none)."""
+    return {str(p) for p in Path(WORKDIR).glob("pglab-??????") if p.is_dir()}
 
 
 

@@ -1,6 +1,7 @@
-"""The pglab modules a module imports, transitively (static imports only, wherever they are in the file).
+"""The pglab modules a module imports, directly or transitively (static imports, wherever they are in the file).
 
-tests/test_dvc_deps.py uses it to prove that every module a DVC stage runs is one of its dependencies.
+tests/test_dvc_deps.py uses it to prove that a DVC stage's deps are exactly the modules it runs;
+tests/test_layers.py to prove that no layer imports from a layer above it.
 """
 
 from __future__ import annotations
@@ -51,3 +52,30 @@ def closure(*roots: str) -> set[Path]:
             package = prefix if f.name == "__init__.py" else ".".join(prefix.split(".")[:-1])
             todo.extend(_imports(f, package))
     return seen
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(LIB).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def modules() -> list[str]:
+    """Every pglab module and package, by dotted name."""
+    return sorted(module_name(p) for p in (LIB / "pglab").rglob("*.py"))
+
+
+def direct_imports(name: str) -> set[str]:
+    """The pglab modules ``name`` imports itself (``from pkg import x`` counts as pkg.x when x is a module)."""
+    f = module_file(name)
+    assert f is not None, name
+    package = name if f.name == "__init__.py" else name.rpartition(".")[0]
+    out = set()
+    for imp in _imports(f, package):
+        while imp and module_file(imp) is None:  # `from pglab.x import Class`: the module is pglab.x
+            imp = imp.rpartition(".")[0]
+        # a module's own packages run before it whatever it imports: no edge (else every package whose
+        # __init__ imports its submodules would be a circle)
+        if imp and imp != name and not name.startswith(imp + "."):
+            out.add(imp)
+    return out

@@ -19,11 +19,14 @@ from typing import Any
 import pytest
 from conftest import REPO, postgres_pids
 from pglab.hosts import procs
-from pglab.hosts.base import Host, LocalHost
+from pglab.hosts.base import Host
 from pglab.hosts.inventory import HostEntry, Inventory
-from pglab.nodes.node import Node, Workspace
+from pglab.hosts.local import LocalHost
+from pglab.nodes.node import Node
+from pglab.nodes.workspace import Workspace
 from pglab.runs import runs_index
-from pglab.runs.cleanup import cleanup_leftovers, session
+from pglab.runs.leftovers import cleanup_leftovers
+from pglab.runs.session import session
 from pglab.runs.store import RunStore
 
 BINDIR = HostEntry().bindir
@@ -307,7 +310,7 @@ def test_cleanup_closes_every_connection_it_opens(tmp_path: Path, monkeypatch: p
 RUN_SCRIPT = """
 import sys, time
 from pathlib import Path
-from pglab.runs.cleanup import session
+from pglab.runs.session import session
 from pglab.hosts.inventory import Inventory
 from pglab.runs.store import RunStore
 store = RunStore(Path(sys.argv[1]) / "runs" / "test", "test", "test", {})
@@ -408,7 +411,7 @@ def test_the_index_forgets_runs_that_are_over(tmp_path: Path) -> None:
 SIGNAL_SCRIPT = """
 import os, signal, sys, time
 from pathlib import Path
-from pglab.runs.cleanup import session
+from pglab.runs.session import session
 from pglab.hosts.inventory import Inventory
 from pglab.nodes.node import Node
 from pglab.runs.store import RunStore

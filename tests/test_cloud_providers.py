@@ -21,8 +21,8 @@ from conftest import REPO, workspaces
 from pglab.errors import ParameterError, PreflightError
 from pglab.hosts.inventory import Inventory
 from pglab.nodes.node import Node
-from pglab.runs.cleanup import session
-from pglab.studies.cloud_providers import analyze, collect
+from pglab.runs.session import session
+from pglab.studies.cloud_providers import analyze, collect, targets
 from pglab.studies.cloud_providers.params import Params
 from pglab.workloads import sysbench
 
@@ -79,7 +79,7 @@ def test_plan_runs_every_target_per_workload_and_the_first_twice() -> None:
 
 def test_tuned_settings_are_sized_from_the_host_memory() -> None:
     tuned = next(t for t in SMOKE["targets"] if t["name"] == "tuned")["provision"]
-    sized = collect.sized_settings(16 * 1024 * 1024, tuned["memory_fractions"])  # 16 GiB
+    sized = targets.sized_settings(16 * 1024 * 1024, tuned["memory_fractions"])  # 16 GiB
     assert sized == {"shared_buffers": "4096MB", "effective_cache_size": "12288MB", "maintenance_work_mem": "819MB"}
     assert {"max_wal_size", "checkpoint_timeout", "checkpoint_completion_target"} <= set(tuned["settings"])
     stock = next(t for t in SMOKE["targets"] if t["name"] == "stock")["provision"]

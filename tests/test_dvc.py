@@ -156,11 +156,67 @@ def test_no_workflow_loses_a_manual_run(checkout: Path) -> None:
     assert kept(after_exp, archive(checkout))
 
 
-def test_a_fresh_clone_regenerates_every_figure_from_the_shipped_runs(tmp_path: Path) -> None:
-    """`dvc pull` from the remote inside the repository, offline; then nothing is measured again."""
-    clone = tmp_path / "clone"
-    sh(tmp_path, "git", "clone", "-q", str(REPO), str(clone))
+@pytest.fixture(scope="module")
+def pulled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh clone of the committed checkout with the shipped runs pulled (offline, the remote is in the repo)."""
+    clone = tmp_path_factory.mktemp("pulled") / "clone"
+    sh(clone.parent, "git", "clone", "-q", str(REPO), str(clone))
     sh(clone, "dvc", "pull", "-q")
+    return clone
+
+
+def changed_stages(clone: Path) -> dict[str, list[str]]:
+    """``dvc status``: each stage whose deps or params changed, with the paths that changed."""
+    out = json.loads(sh(clone, "dvc", "status", "--json"))
+    stages: dict[str, list[str]] = {}
+    for stage, changes in out.items():
+        for change in changes:
+            if isinstance(change, dict):
+                for path in {**change.get("changed deps", {}), **change.get("changed params", {})}:
+                    stages.setdefault(stage, []).append(path)
+    return stages
+
+
+# (what is edited, the stages that must then be out of date); `{s}` is every study
+EDITS = [
+    ("lib/pglab/parsers/pgbench.py", {"analyze@{s}"}),
+    ("lib/pglab/hosts/lab/__init__.py", set()),  # the lab: only `pglab lab` and tests run it
+    ("lib/pglab/analysis/figures.py", {"analyze@{s}"}),
+    ("lib/pglab/app/cli.py", set()),
+    ("notebooks/fdw_overhead.ipynb", {"analyze@fdw_overhead"}),
+    ("lib/pglab/studies/cloud_providers/collect.py", {"collect@cloud_providers"}),
+    ("lib/pglab/replication/slony.py", {"collect@logical_replication"}),
+    ("lib/pglab/workloads/pgbench.py", {"collect@{s}"}),
+    ("params/synchronous_commit.yaml", {"collect@synchronous_commit"}),
+]
+
+
+@pytest.mark.parametrize(("edited", "expected"), EDITS, ids=[e[0].rsplit("/", 1)[-1] for e in EDITS])
+def test_an_edit_reruns_only_the_stages_that_run_it(pulled: Path, edited: str, expected: set[str]) -> None:
+    assert changed_stages(pulled) == {}, "the shipped runs are not up to date with the committed code"
+    path = pulled / edited
+    original = path.read_bytes()
+    try:
+        if path.suffix == ".yaml":  # a real parameter change of the profile dvc repro runs
+            data = yaml.safe_load(original)
+            data["profiles"][data["profile"]]["seconds"] = data["profiles"][data["profile"]]["seconds"] + 1
+            path.write_text(yaml.safe_dump(data, sort_keys=False))
+        elif path.suffix == ".ipynb":
+            nb = json.loads(original)
+            nb["cells"].append({"cell_type": "markdown", "id": "edit", "metadata": {}, "source": ["an edit"]})
+            path.write_text(json.dumps(nb, indent=1) + "\n")
+        else:
+            path.write_bytes(original + b"\n# an edit\n")
+        want = {e.format(s=s) for e in expected for s in STUDIES}
+        got = changed_stages(pulled)
+        assert set(got) == want, f"editing {edited} changed {sorted(got)}, expected {sorted(want)}"
+    finally:
+        path.write_bytes(original)
+
+
+def test_a_fresh_clone_regenerates_every_figure_from_the_shipped_runs(pulled: Path, tmp_path: Path) -> None:
+    """`dvc pull` from the remote inside the repository, offline; then nothing is measured again."""
+    clone = pulled
     status = sh(clone, "dvc", "status")
     assert "changed" not in status and "modified" not in status, status
     shipped = outputs(clone)

@@ -74,5 +74,5 @@ def test_collect_imports_no_parser_lab_cli_or_analysis(study: str) -> None:
 def test_the_closure_follows_imports_inside_functions() -> None:
     """The CLI imports lazily: the closure must still see those modules."""
     files = {str(p.relative_to(LIB)) for p in closure("pglab.app.cli")}
-    assert {"pglab/runs/cleanup.py", "pglab/runs/preflight.py", "pglab/parsers/detect.py",
+    assert {"pglab/runs/leftovers.py", "pglab/runs/preflight.py", "pglab/parsers/detect.py",
             "pglab/hosts/lab/__init__.py"} <= files

@@ -10,6 +10,7 @@ import pytest
 import yaml
 from conftest import REPO, workspaces
 from pglab.errors import ParameterError, PreflightError
+from pglab.runs.params import validate
 from pglab.runs.sweep import AA_SUFFIX
 from pglab.studies.fdw_overhead import analyze, collect
 
@@ -46,7 +47,7 @@ def test_bad_parameters_name_the_problem_and_start_nothing(tmp_path: Path) -> No
 
 
 def test_plan_leaves_the_read_only_target_out_of_rw_and_runs_local_twice() -> None:
-    p = collect.validate(collect.Params, tiny(blocks=2, ro_clients=[1, 5]), "test")
+    p = validate(collect.Params, tiny(blocks=2, ro_clients=[1, 5]), "test")
     points = collect.plan(p)
     by_group: dict[tuple[int, str], list[str]] = {}
     for pl in points:
@@ -60,10 +61,10 @@ def test_plan_leaves_the_read_only_target_out_of_rw_and_runs_local_twice() -> No
 
 
 def test_variants_are_groups_only_when_swept() -> None:
-    p = collect.validate(collect.Params, tiny(protocols=["simple", "prepared"], fetch_sizes=[None, 1000]), "test")
+    p = validate(collect.Params, tiny(protocols=["simple", "prepared"], fetch_sizes=[None, 1000]), "test")
     names = sorted({g.name for g in collect.groups(p)})
     assert "rw-c001-Msimple-fsdefault" in names and "ro-c001-Mprepared-fs1000" in names and len(names) == 8
-    assert {g.name for g in collect.groups(collect.validate(collect.Params, tiny(), "t"))} == {"rw-c001", "ro-c001"}
+    assert {g.name for g in collect.groups(validate(collect.Params, tiny(), "t"))} == {"rw-c001", "ro-c001"}
 
 
 @pytest.fixture(scope="module")

@@ -16,10 +16,11 @@ import pytest
 from conftest import postgres_pids
 from pglab.errors import ProcessError, QueryTimeout
 from pglab.hosts.inventory import Inventory
-from pglab.nodes.node import CANCEL_GRACE_S, TCP_KEEPALIVE, Node
+from pglab.nodes.connection import CANCEL_GRACE_S, TCP_KEEPALIVE
+from pglab.nodes.node import Node
 from pglab.replication.builtin import BuiltinLogical
-from pglab.replication.measure import run_and_catch_up
-from pglab.runs.cleanup import session
+from pglab.runs.session import session
+from pglab.workloads.catchup import run_and_catch_up
 
 pytestmark = pytest.mark.servers
 

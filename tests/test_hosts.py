@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 from pglab.errors import ProcessError, UserError
-from pglab.hosts.base import Host, SSHHost, learned_host_keys
+from pglab.hosts.base import Host
 from pglab.hosts.inventory import HostEntry
+from pglab.hosts.ssh import SSHHost, learned_host_keys
 
 
 def test_run_separates_streams_and_reports_exit_codes(host: Host) -> None:

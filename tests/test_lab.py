@@ -21,8 +21,9 @@ import yaml
 from conftest import REPO
 from pglab.errors import UserError
 from pglab.hosts import lab, netcheck, procs
-from pglab.hosts.base import LocalHost
 from pglab.hosts.inventory import Inventory, load_inventory
+from pglab.hosts.lab import network as lab_network
+from pglab.hosts.local import LocalHost
 
 NAME = f"t{os.getpid()}"  # never the user's lab "lab"
 LAB_NET = ipaddress.ip_network("198.18.0.0/15")
@@ -254,7 +255,7 @@ def test_not_root_is_one_clear_error_before_anything_is_made(monkeypatch: pytest
 
 
 def test_missing_tools_are_named_with_their_debian_package(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(lab, "_tool", lambda program: None)
+    monkeypatch.setattr(lab_network, "_tool", lambda program: None)  # require_tools looks there
     monkeypatch.setattr(os, "access", lambda path, mode: False)
     with pytest.raises(UserError) as err:
         lab.require_tools()

@@ -21,8 +21,9 @@ from pglab.analysis import placement
 from pglab.hosts import lab
 from pglab.hosts.inventory import Inventory
 from pglab.nodes import topology
-from pglab.nodes.node import SUPERUSER
-from pglab.runs.cleanup import cleanup_leftovers, session
+from pglab.nodes.workspace import SUPERUSER
+from pglab.runs.leftovers import cleanup_leftovers
+from pglab.runs.session import session
 from pglab.runs.store import load_manifest
 from pglab.studies.synchronous_commit import collect as sc_collect
 

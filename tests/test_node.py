@@ -10,7 +10,7 @@ from conftest import postgres_pids
 from pglab.errors import QueryTimeout, UserError
 from pglab.hosts.inventory import Inventory
 from pglab.nodes.target import ServerTarget
-from pglab.runs.cleanup import session
+from pglab.runs.session import session
 
 pytestmark = pytest.mark.servers
 

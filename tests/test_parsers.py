@@ -17,19 +17,17 @@ from typing import Any
 import numpy as np
 import pytest
 from pglab.errors import ParseError
-from pglab.parsers import txlog_kernel
+from pglab.parsers import txlog_kernel, txlog_parts
+from pglab.parsers.aggregate_log import parse_aggregate_log
 from pglab.parsers.detect import EXPECTED_FORMATS, detect_and_parse, parse_many
-from pglab.parsers.pgbench import (
+from pglab.parsers.pgbench import parse_init, parse_progress, parse_summary
+from pglab.parsers.sysbench import parse_run
+from pglab.parsers.txlog import (
     merged_percentiles,
-    parse_aggregate_log,
-    parse_init,
-    parse_progress,
-    parse_summary,
     parse_transaction_log,
     parse_transaction_log_file,
     transaction_latencies_ms,
 )
-from pglab.parsers.sysbench import parse_run
 
 DATA = Path(__file__).parent / "data"
 PG = DATA / "pgbench"
@@ -492,7 +490,7 @@ def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
 def test_the_compiled_loop_takes_every_log_pgbench_wrote(path: Path) -> None:
     """It must not quietly refuse what it exists for (the results would be right, and slow)."""
     data = bytearray(path.read_bytes())
-    got = txlog_kernel.scan_chunk(data, len(data), cores=2)
+    got = txlog_parts.scan_chunk(data, len(data), cores=2)
     assert got is not None and got["rows"] == len(path.read_text().splitlines())
 
 
@@ -504,7 +502,7 @@ def test_the_compiled_loop_takes_every_log_pgbench_wrote(path: Path) -> None:
 def test_the_compiled_loop_refuses_anything_else(odd: str) -> None:
     """Whatever is not exactly pgbench's format goes to the general readers, which decide."""
     data = bytearray(b"0 1 2902 0 1795266855 224775\n" * 3 + odd.encode())
-    assert txlog_kernel.scan_chunk(data, len(data), cores=1) is None
+    assert txlog_parts.scan_chunk(data, len(data), cores=1) is None
 
 
 def _random_line(rng: random.Random) -> bytes:
@@ -545,8 +543,8 @@ def test_the_compiled_loop_reads_words_at_a_time_as_byte_by_byte() -> None:
     taken: list[bytes] = []
     for _ in range(8000):
         line = _random_line(rng)
-        alone = txlog_kernel.scan_chunk(bytearray(line), len(line), cores=1)
-        assert _same_scan(alone, txlog_kernel.scan_chunk(bytearray(line + pad), len(line), cores=1)), line
+        alone = txlog_parts.scan_chunk(bytearray(line), len(line), cores=1)
+        assert _same_scan(alone, txlog_parts.scan_chunk(bytearray(line + pad), len(line), cores=1)), line
         if alone is None:
             continue
         taken.append(line)
@@ -564,9 +562,9 @@ def test_the_compiled_loop_reads_words_at_a_time_as_byte_by_byte() -> None:
     for ncols in (6, 7, 8):
         lines = [ln for ln in taken if len(ln.split()) == ncols]
         run = b"".join(lines)
-        got = txlog_kernel.scan_chunk(bytearray(run + pad), len(run), cores=1)
+        got = txlog_parts.scan_chunk(bytearray(run + pad), len(run), cores=1)
         assert got is not None and got["rows"] == len(lines)
-        parts = [txlog_kernel.scan_chunk(bytearray(ln), len(ln), cores=1) for ln in lines]
+        parts = [txlog_parts.scan_chunk(bytearray(ln), len(ln), cores=1) for ln in lines]
         assert np.concatenate(got["latencies_us"]).tolist() == [
             v for p in parts for v in np.concatenate(p["latencies_us"]).tolist()]
         for key in ("failed", "serialization", "skipped", "sum7", "sum8", "sumlat"):  # int64 sums wrap, as numpy's

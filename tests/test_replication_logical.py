@@ -18,7 +18,7 @@ from pglab.replication.base import System, add_history_key
 from pglab.replication.builtin import SUBSCRIPTION, BuiltinLogical
 from pglab.replication.pglogical import Pglogical
 from pglab.replication.streaming import Streaming
-from pglab.runs.cleanup import Session, session
+from pglab.runs.session import Session, session
 
 pytestmark = pytest.mark.servers
 

@@ -14,7 +14,7 @@ from pglab.hosts.inventory import Inventory
 from pglab.replication.base import System, add_history_key
 from pglab.replication.londiste import Londiste
 from pglab.replication.slony import Slony
-from pglab.runs.cleanup import session
+from pglab.runs.session import session
 
 pytestmark = pytest.mark.servers
 

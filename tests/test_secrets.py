@@ -11,13 +11,13 @@ from conftest import postgres_pids
 from pglab.errors import ProcessError, QueryTimeout
 from pglab.hosts.base import Host
 from pglab.hosts.inventory import Inventory
-from pglab.nodes.node import Workspace
+from pglab.nodes.workspace import Workspace
 from pglab.replication.builtin import BuiltinLogical
 from pglab.replication.londiste import Londiste
 from pglab.replication.pglogical import Pglogical
 from pglab.replication.slony import Slony
 from pglab.replication.streaming import Streaming
-from pglab.runs.cleanup import session
+from pglab.runs.session import session
 
 SYSTEMS = (Streaming, BuiltinLogical, Pglogical, Slony, Londiste)
 

@@ -15,11 +15,11 @@ import pytest
 import yaml
 from conftest import REPO, processes_mentioning
 from pglab.errors import ParameterError
-from pglab.hosts.base import LocalHost
 from pglab.hosts.inventory import Inventory
+from pglab.hosts.local import LocalHost
 from pglab.runs.params import validate
 from pglab.runs.store import load_manifest
-from pglab.studies.streaming_scale_out import analyze, collect
+from pglab.studies.streaming_scale_out import analyze, collect, reads
 from pglab.studies.streaming_scale_out.params import LEVEL, Params
 
 SMOKE = yaml.safe_load((REPO / "params/streaming_scale_out.yaml").read_text())["profiles"]["smoke"]
@@ -85,8 +85,8 @@ def test_spread_round_robin() -> None:
             self.name = name
 
     nodes = [N("primary"), N("sb1"), N("sb2")]
-    assert collect.spread(8, nodes) == {"primary": 3, "sb1": 3, "sb2": 2}  # type: ignore[arg-type]
-    assert collect.spread(2, nodes) == {"primary": 1, "sb1": 1}  # type: ignore[arg-type]
+    assert reads.spread(8, nodes) == {"primary": 3, "sb1": 3, "sb2": 2}  # type: ignore[arg-type]
+    assert reads.spread(2, nodes) == {"primary": 1, "sb1": 1}  # type: ignore[arg-type]
 
 
 # -- one real run, shared -----------------------------------------------------------------------------

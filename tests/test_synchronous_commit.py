@@ -18,7 +18,7 @@ from pglab.analysis import effects
 from pglab.errors import ParameterError, PreflightError
 from pglab.hosts.inventory import Inventory
 from pglab.nodes import topology
-from pglab.runs.cleanup import session
+from pglab.runs.session import session
 from pglab.studies.synchronous_commit import analyze, collect
 from pglab.studies.synchronous_commit.params import LEVELS
 from pglab.workloads import pgbench

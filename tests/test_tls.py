@@ -5,8 +5,9 @@ from __future__ import annotations
 import psycopg
 import pytest
 from pglab.hosts import tls
-from pglab.hosts.base import LocalHost
-from pglab.nodes.node import SUPERUSER, Node, Workspace
+from pglab.hosts.local import LocalHost
+from pglab.nodes.node import Node
+from pglab.nodes.workspace import SUPERUSER, Workspace
 
 pytestmark = pytest.mark.servers
 BINDIR = "/usr/lib/postgresql/15/bin"

@@ -18,8 +18,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from pglab.hosts.base import LocalHost
-from pglab.nodes.node import SUPERUSER, Node, Workspace
+from pglab.hosts.local import LocalHost
+from pglab.nodes.node import Node
+from pglab.nodes.workspace import SUPERUSER, Workspace
 from pglab.workloads import tsbs
 from pglab.workloads.tsbs import data as tsbs_data
 

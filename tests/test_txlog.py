@@ -11,9 +11,14 @@ import pytest
 from conftest import REPO
 from pglab.errors import ParseError
 from pglab.parsers import txlog_kernel
-from pglab.parsers.pgbench import _percentiles, parse_transaction_log, parse_transaction_log_file
-from pglab.parsers.txlog import merged_percentiles, transaction_latencies_ms
+from pglab.parsers.txlog import (
+    merged_percentiles,
+    parse_transaction_log,
+    parse_transaction_log_file,
+    transaction_latencies_ms,
+)
 from pglab.parsers.txlog_kernel import HIST_US
+from pglab.parsers.txlog_latencies import _percentiles
 
 LOGS = sorted((REPO / "tests/data/pgbench").glob("*/txlog*"))
 

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from pglab.analysis import waits as wait_analysis
 from pglab.hosts.inventory import Inventory
 from pglab.nodes import topology
-from pglab.runs.cleanup import session
+from pglab.runs.session import session
 from pglab.runs.store import Point
 from pglab.workloads import pgbench, waits
 
@@ -47,11 +48,11 @@ def test_a_paused_wal_receiver_makes_syncrep_the_dominant_wait(tmp_path: Path, i
             with sampler.recording(short, nodes, delay_s=5.0):
                 time.sleep(0.2)
             assert time.monotonic() - t0 < 1.5 and short.meta["waits"]["samples"] == 0
-    df = waits.load(tmp_path / waits.CSV)
+    df = wait_analysis.load(tmp_path / waits.CSV)
     assert df.t_s.min() >= 0.5  # the warm-up (delay_s) is not sampled
-    busy = df[(df.node == "primary") & (waits.backend_groups(df) == "client")]
-    event, share = waits.dominant(busy)
-    assert event == "IPC:SyncRep" and share > 0.4, waits.shares(busy).head()
+    busy = df[(df.node == "primary") & (wait_analysis.backend_groups(df) == "client")]
+    event, share = wait_analysis.dominant(busy)
+    assert event == "IPC:SyncRep" and share > 0.4, wait_analysis.shares(busy).head()
     assert point.meta["waits"]["samples"] >= 30 and not point.meta["waits"]["errors"]
     assert (tmp_path / waits.SUMMARY).exists()
 
@@ -65,8 +66,8 @@ def test_shares_and_dominant_on_known_samples() -> None:
         {"t_s": 0.1, "node": "a", "backend_type": "walsender", "state": "active", "wait_event_type": "IO",
          "wait_event": "WALRead", "backends": 1},
     ])
-    assert list(waits.backend_groups(df)) == ["client", "client", "replication"]
-    sh = waits.shares(df[waits.backend_groups(df) == "client"], by=["node"])
+    assert list(wait_analysis.backend_groups(df)) == ["client", "client", "replication"]
+    sh = wait_analysis.shares(df[wait_analysis.backend_groups(df) == "client"], by=["node"])
     assert dict(zip(sh.event, sh.share, strict=True)) == {"IPC:SyncRep": 0.75, "CPU": 0.25}
-    assert waits.dominant(df) == ("IPC:SyncRep", 0.6)
-    assert waits.dominant(df.iloc[0:0]) == ("", 0.0)
+    assert wait_analysis.dominant(df) == ("IPC:SyncRep", 0.6)
+    assert wait_analysis.dominant(df.iloc[0:0]) == ("", 0.0)

@@ -17,7 +17,7 @@ baseline of its own block, and only those ratios are summarised over blocks.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,6 +49,17 @@ def block_ratios(points: pd.DataFrame, baseline: str, by: Sequence[str] = ("grou
     merged["ratio"] = merged[value] / merged["baseline"]
     cols = [*keys, "config", "ratio", value, "baseline"]
     return merged[cols].sort_values([*keys, "config"], kind="stable").reset_index(drop=True)
+
+
+def per_block(ratios: pd.DataFrame) -> pd.DataFrame:
+    """block x configuration: the geometric mean over groups (client counts) of the within-block ratio.
+
+    One number per block is the honest unit of replication for a claim made "over all client counts".
+    """
+    if ratios.empty:
+        return pd.DataFrame()
+    logs = ratios.assign(log=np.log(ratios.ratio)).groupby(["block", "config"]).log.mean()
+    return np.exp(logs).unstack("config")
 
 
 def interval(values: Sequence[float] | np.ndarray, seed: int = 0) -> tuple[float, float, float, str]:
@@ -173,3 +184,50 @@ def effect_label(row: pd.Series, unit: str = "x") -> str:
     nf = "" if pd.isna(row["noise_floor"]) else f"noise +-{100 * row['noise_floor']:.0f}%, "
     return (f"{row['median']:.2f}{unit} [{row['ci_low']:.2f}, {row['ci_high']:.2f}] "
             f"({nf}{int(row['blocks'])} blocks)")
+
+
+@dataclass(frozen=True)
+class BlockEffects:
+    """One effect per block and configuration, and the noise floor its claims are judged against.
+
+    The chain every study runs: within-block ratios, one number per block (``per_block``), the A/A
+    column's noise floor, then a comparison row per claim.
+    """
+
+    table: pd.DataFrame  # block x configuration
+    noise: float
+
+    @classmethod
+    def of(cls, ratios: pd.DataFrame) -> BlockEffects:
+        """From within-block ratios; the noise floor from their A/A configuration."""
+        table = per_block(ratios)
+        return cls(table, noise_floor(table.get(AA, pd.Series(dtype=float))))
+
+    def __contains__(self, config: object) -> bool:
+        return config in self.table
+
+    def __getitem__(self, config: str) -> pd.Series:
+        """A configuration's per-block effects (empty when it was not run)."""
+        return self.table[config] if config in self.table else pd.Series(dtype=float)
+
+    def row(self, claim: Claim, config: str, note: str = "", why_not: str = "") -> dict[str, object]:
+        """The comparison row of a claim about one configuration; "not measurable here" if it was not run."""
+        return comparison_row(claim, self[config], self.noise, note, measurable=config in self,
+                              why_not=why_not or f"{config} was not run")
+
+
+def ordering_row(claim: Claim, steps: Mapping[str, Sequence[float] | np.ndarray | pd.Series], noise: float,
+                 where: str = "") -> dict[str, object]:
+    """A claim of an order (a > b > c): each step a ratio per block; the weaker step is shown, and all decide.
+
+    Held only when every step held; did not hold when one did not.
+    """
+    rows = {k: comparison_row(claim, v, noise) for k, v in steps.items()}
+    verdicts = {r["verdict"] for r in rows.values()}
+    weaker = min(rows, key=lambda k: rows[k]["reproduced"] if not pd.isna(rows[k]["reproduced"]) else np.inf)
+    row = dict(rows[weaker])
+    row["verdict"] = ("did not hold" if "did not hold" in verdicts else
+                      "held" if verdicts == {"held"} else "not resolvable here")
+    row["note"] = (f"{where}; " if where else "") + f"the weaker step is shown ({weaker}); " + ", ".join(
+        f"{k}: {r['reproduced']:.3g} [{r['ci_low']:.3g}, {r['ci_high']:.3g}]" for k, r in rows.items())
+    return row

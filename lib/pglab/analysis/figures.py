@@ -1,14 +1,20 @@
-"""Saving figures so that the same data gives the same bytes (DESIGN.md "Data contract")."""
+"""One look for every study's figures: style, colours, and saving so that the same data gives the same bytes
+(DESIGN.md "Data contract")."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
 if not matplotlib.get_backend().lower().startswith("module://"):  # keep Jupyter's inline backend
     matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from pglab.analysis.effects import AA  # noqa: E402
 
 SVG_HASH_SALT = "pglab"
 
@@ -32,3 +38,29 @@ def save(fig: plt.Figure, out_dir: str | Path, name: str) -> list[Path]:
     fig.savefig(paths[0], dpi=110, bbox_inches="tight", metadata={"Software": None})
     fig.savefig(paths[1], bbox_inches="tight", metadata={"Date": None, "Creator": None})
     return paths
+
+
+def palette(order: Sequence[str], aa: Any = None) -> dict[str, Any]:
+    """A colour per configuration by its place in the study's order, so that it keeps its colour in every
+    figure whatever subset that figure shows; the A/A pair gets the next colour, or ``aa``."""
+    import seaborn as sns
+
+    colours = sns.color_palette("colorblind", len(order) + 1)
+    pal = {c: colours[i] for i, c in enumerate(order)}
+    pal[AA] = colours[len(order)] if aa is None else aa
+    return pal
+
+
+def stacked_bars(wide: pd.DataFrame, out: str | Path, name: str, title: str, xlabel: str, width: float = 7.5,
+                 xlim: tuple[float, float] | None = None) -> list[Path]:
+    """One horizontal bar per row of ``wide``, its columns stacked, the legend beside: what a whole is made of."""
+    fig, ax = plt.subplots(figsize=(width, 0.9 + 0.45 * len(wide)))
+    wide.plot.barh(stacked=True, ax=ax, colormap="tab20", width=0.7)
+    ax.invert_yaxis()
+    if xlim is not None:
+        ax.set_xlim(*xlim)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    return save(fig, out, name)

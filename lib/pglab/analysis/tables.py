@@ -1,4 +1,4 @@
-"""What every study's analysis shares: the per-point table, per-block effects, waits, latency, figures.
+"""What every study's analysis shares: the per-point table, absolute rates, latency, stalls, figures.
 
 A study's ``analyze`` reads its run folder with :func:`points_table` (one row per measured point, with
 the measured-window tps cut from ``-P 1`` progress, stalls, CPU steal and load), divides within blocks
@@ -20,24 +20,11 @@ import pandas as pd
 from pglab.analysis import effects, figures
 from pglab.analysis.effects import AA
 from pglab.analysis.stats import median_interval
-from pglab.analysis.window import measured_window
-from pglab.parsers.pgbench import parse_summary
-from pglab.runs.store import read_optional
-from pglab.workloads import waits
+from pglab.analysis.window import pgbench_window
 
 POINT_COLUMNS = ["point", "kind", "block", "group", "config", "copy", "clients", "tps", "tps_summary",
                  "latency_avg_ms", "window_s", "stalls", "stall_times", "steal", "steal_flag", "load1"]
 PointValues = Callable[[Path, dict[str, Any]], dict[str, Any]]
-
-
-def pgbench_window(d: Path, meta: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """tps in the measured window (warm-up cut), the summary's tps, stalls: a time-based pgbench point."""
-    out, err = read_optional(d, f"{prefix}stdout.txt"), read_optional(d, f"{prefix}stderr.txt")
-    w = measured_window(err + "\n" + out, float(meta.get("warmup_s", 1.0)))
-    s = parse_summary(out, err)
-    return {"tps": w["tps"] if w["tps"] is not None else s.get("tps"), "tps_summary": s.get("tps"),
-            "latency_avg_ms": w.get("latency_avg_ms"), "window_s": w["window_s"], "stalls": len(w["stalls"]),
-            "stall_times": " ".join(f"{t:g}" for t in w["stalls"])}
 
 
 def measured_dirs(run_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
@@ -76,17 +63,6 @@ def points_table(run_dir: Path, values: PointValues = pgbench_window,
     return points, failed_df
 
 
-def per_block(ratios: pd.DataFrame) -> pd.DataFrame:
-    """block x configuration: the geometric mean over groups (client counts) of the within-block ratio.
-
-    One number per block is the honest unit of replication for a claim made "over all client counts".
-    """
-    if ratios.empty:
-        return pd.DataFrame()
-    logs = ratios.assign(log=np.log(ratios.ratio)).groupby(["block", "config"]).log.mean()
-    return np.exp(logs).unstack("config")
-
-
 def tps_summary(points: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
     """Absolute tps per group: median and interval over the points (first baseline copy only)."""
     rows = []
@@ -113,61 +89,6 @@ def caption(summary: pd.DataFrame) -> str:
     lo, hi = int(summary.n.min()), int(summary.n.max())
     n = f"{lo}" if lo == hi else f"{lo}-{hi}"
     return f"95% {'/'.join(methods)} interval of {n} points"
-
-
-# -- wait events --------------------------------------------------------------------------------------
-def wait_shares(run_dir: Path, points: pd.DataFrame, node: str | None = None,
-                backend_group: str = "client") -> pd.DataFrame:
-    """Per configuration: the share of sampled backends in each wait event, over all its points.
-
-    Read from each point's raw ``waits.csv`` (``pglab.workloads.waits``); ``node`` keeps one node's samples.
-    """
-    frames = []
-    for _, p in points.iterrows():
-        path = Path(run_dir) / p.point / waits.CSV
-        if not path.exists():
-            continue
-        df = waits.load(path)
-        if node is not None:
-            df = df[df.node == node]
-        frames.append(df.assign(config=p.config, kind=p.kind))
-    cols = ["kind", "config", "event", "samples", "share"]
-    if not frames:
-        return pd.DataFrame(columns=cols)
-    allw = pd.concat(frames, ignore_index=True)
-    allw = allw[waits.backend_groups(allw) == backend_group]
-    sh = waits.shares(allw, by=["kind", "config"])
-    return sh[cols].sort_values(["kind", "config", "share"], ascending=[True, True, False],
-                                kind="stable").reset_index(drop=True)
-
-
-def wait_note(shares: pd.DataFrame, config: str, baseline: str) -> str:
-    """What the samples say of two configurations: their dominant waits (measured, never fixed text)."""
-    out = []
-    for c in (config, baseline):
-        s = shares[shares.config == c].sort_values(["share", "event"], ascending=[False, True], kind="stable")
-        if len(s):
-            top = ", ".join(f"{r.event} {100 * r.share:.0f}%" for r in s.head(2).itertuples())
-            out.append(f"{c}: {top}")
-    return "busy backends' top waits: " + "; ".join(out) if out else "waits not sampled"
-
-
-def fig_waits(shares: pd.DataFrame, out: Path, order: list[str], title: str, name: str = "waits",
-              top: int = 6) -> list[Path]:
-    """Stacked shares of the most common wait events per configuration (CPU = running, no wait)."""
-    s = shares[shares.config.isin(order)]
-    events = list(s.groupby("event").share.sum().sort_values(ascending=False).index[:top])
-    wide = (s.assign(event=s.event.where(s.event.isin(events), "other"))
-            .groupby(["config", "event"]).share.sum().unstack(fill_value=0.0).reindex(order).fillna(0.0))
-    fig, ax = plt.subplots(figsize=(7.5, 0.9 + 0.45 * len(order)))
-    wide.plot.barh(stacked=True, ax=ax, colormap="tab20", width=0.7)
-    ax.invert_yaxis()
-    ax.set_xlim(0, 1)
-    ax.set_xlabel("share of sampled client backends (pg_stat_activity every ~100 ms)")
-    ax.set_ylabel("")
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    return figures.save(fig, out, name)
 
 
 # -- latency and stalls -------------------------------------------------------------------------------

@@ -112,7 +112,7 @@ def cmd_cleanup(a: argparse.Namespace) -> int:
     """One line per action, then a summary; exit 1 when something could not be stopped."""
     from pglab.hosts.inventory import load_inventory
     from pglab.hosts.lab import cleanup_orphans
-    from pglab.runs.cleanup import cleanup_leftovers
+    from pglab.runs.leftovers import cleanup_leftovers
 
     report = cleanup_leftovers(Path(a.data_root), load_inventory(a.inventory), force=a.force,
                                echo=lambda line: print(line, flush=True))

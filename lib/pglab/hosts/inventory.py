@@ -6,6 +6,7 @@ Keys and passwords never live here: an SSH entry names a key *file* and a known_
 from __future__ import annotations
 
 import ipaddress
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -13,7 +14,18 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pglab.errors import ParameterError, UserError
-from pglab.hosts.base import Host, LocalHost, SSHHost
+from pglab.hosts.base import Host
+from pglab.hosts.local import LocalHost
+from pglab.hosts.ssh import SSHHost
+
+
+def default_workdir() -> str:
+    """``$PGLAB_WORKDIR``, else /tmp: where a host entry without ``workdir`` makes its per-run folders.
+
+    The variable lets one machine keep concurrent sessions apart (the test suite gives each worker its
+    own), without editing the inventory.
+    """
+    return os.environ.get("PGLAB_WORKDIR") or "/tmp"
 
 
 class HostEntry(BaseModel):
@@ -29,7 +41,7 @@ class HostEntry(BaseModel):
     accept_unknown_host_key: bool = False  # explicit opt-in; default rejects unknown keys
     server_user: str | None = None  # OS user for PostgreSQL; default: login user, or postgres for root
     bindir: str = "/usr/lib/postgresql/15/bin"  # PostgreSQL binaries on that host
-    workdir: str = "/tmp"  # base for the per-run folder (keep it short: socket paths <= 107 bytes)
+    workdir: str = Field(default_factory=default_workdir)  # base of the per-run folders (short: socket paths <= 107 B)
     port_range: tuple[int, int] = (20000, 60000)  # where node ports are picked
 
     @property

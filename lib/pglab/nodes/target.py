@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pglab.errors import UserError
 
 if TYPE_CHECKING:
-    from pglab.nodes.node import Workspace
+    from pglab.nodes.workspace import Workspace
 
 # libpq keywords a target may carry, and the environment variable each becomes
 _ENV = {"host": "PGHOST", "hostaddr": "PGHOSTADDR", "port": "PGPORT", "dbname": "PGDATABASE", "user": "PGUSER",

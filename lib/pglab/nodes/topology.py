@@ -11,7 +11,7 @@ Topologies are built from it: ``streaming`` (a primary and N standbys on any hos
 system), and ``Client`` (a host that runs a workload against a node: over the socket on the node's own
 host, else TCP to its data address).
 
-A Deployment does not release anything: ``pglab.runs.cleanup.Session`` owns one and stops what it made.
+A Deployment does not release anything: ``pglab.runs.session.Session`` owns one and stops what it made.
 ``Recorder`` is how the session hears of every host, workspace and node the moment they exist, so that
 a run killed half-way is still cleaned up.
 """
@@ -26,12 +26,13 @@ from typing import Any, Protocol
 from pglab.errors import ProcessError, UserError
 from pglab.hosts.base import Host
 from pglab.hosts.inventory import Inventory
-from pglab.nodes.node import Node, Workspace
+from pglab.nodes.node import Node
 from pglab.nodes.target import Target
+from pglab.nodes.workspace import Workspace
 
 
 class Recorder(Protocol):
-    """What a Deployment reports as it goes (``pglab.runs.cleanup.Session`` records it in the manifest)."""
+    """What a Deployment reports as it goes (``pglab.runs.session.Session`` records it in the manifest)."""
 
     def host_opened(self, name: str, host: Host) -> None: ...
 

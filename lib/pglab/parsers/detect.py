@@ -16,6 +16,8 @@ from typing import Any
 from pglab.errors import ParseError
 from pglab.parsers import pgbench as pgbench_output
 from pglab.parsers import sysbench as sysbench_output
+from pglab.parsers.aggregate_log import parse_aggregate_log
+from pglab.parsers.txlog import parse_transaction_log
 
 #: What detect_and_parse can recognise, named in every "unrecognised file" error.
 EXPECTED_FORMATS = (
@@ -90,8 +92,8 @@ def detect_and_parse(path: str | Path) -> dict[str, Any]:
         kind, parser = "pgbench_run", lambda: pgbench_output.parse_summary(text, stderr)
     elif (log_kind := _log_kind(text)) is not None:
         kind = log_kind
-        parser = ((lambda: pgbench_output.parse_aggregate_log(text)) if kind == "pgbench_aggregate_log"
-                  else (lambda: pgbench_output.parse_transaction_log(text)))
+        parser = ((lambda: parse_aggregate_log(text)) if kind == "pgbench_aggregate_log"
+                  else (lambda: parse_transaction_log(text)))
     elif pgbench_output.looks_like_init(text):
         kind, parser = "pgbench_init", lambda: pgbench_output.parse_init(text)
     elif re.search(r"^(starting vacuum|progress: |pgbench: )", text, re.M):

@@ -23,7 +23,8 @@ when no data event of the replicated tables (committed when asked) lies outside 
 from __future__ import annotations
 
 from pglab.hosts.base import Host
-from pglab.nodes.node import SUPERUSER, Node
+from pglab.nodes.node import Node
+from pglab.nodes.workspace import SUPERUSER
 from pglab.replication.base import TABLES, System, add_history_key, lag_sample
 
 QUEUE = "pglab_q"

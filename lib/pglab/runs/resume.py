@@ -9,18 +9,14 @@ analysis reads the folder as one run.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import time
-from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from pglab.errors import UserError
 from pglab.hosts.inventory import Inventory
-from pglab.runs.cleanup import UNFINISHED, CleanupReport, Session, _clean_run, _inventory_for, _run_in_progress, session
+from pglab.runs.leftovers import UNFINISHED, CleanupReport, _clean_run, _inventory_for, _run_in_progress
 from pglab.runs.store import MANIFEST, RunStore, archive_dir, git_revision, load_manifest, runs
-from pglab.runs.sweep import Planned, plan_record
 
 
 class ResumeError(UserError):
@@ -120,18 +116,3 @@ def open_run(data_root: str | Path, study: str, profile: str, parameters: dict[s
     store.manifest["plan"] = plan
     return store
 
-
-@contextlib.contextmanager
-def measured_run(study: str, p: Any, points: Sequence[Planned], baseline: str, *, data_root: str | Path,
-                 profile: str, inventory: Inventory, resume: Path | None = None,
-                 tls: bool = False) -> Iterator[tuple[RunStore, Session]]:
-    """What every study's collect opens: the run folder (new, or ``resume`` once checked) with its plan,
-    and the session that stops whatever the measurement starts. ``p`` is the study's validated
-    parameters (``seed``, ``blocks``, ``model_dump``); each attempt's wall time goes to the manifest's
-    ``wall_s`` (one entry per resume)."""
-    record = plan_record(points, p.seed, baseline, p.blocks)
-    store = open_run(data_root, study, profile, p.model_dump(), record, inventory, resume)
-    started = time.monotonic()
-    with session(inventory, store, tls=tls) as s:
-        yield store, s
-        store.manifest.setdefault("wall_s", []).append(round(time.monotonic() - started, 1))

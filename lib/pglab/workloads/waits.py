@@ -4,7 +4,8 @@ Why: a ratio says how much one configuration costs, not why. Sampling each node'
 every 100 ms (from one extra connection per node, outside the workload) shows what they were waiting
 for: ``IPC:SyncRep`` for a commit waiting on a synchronous standby, ``LWLock:WALWrite`` or
 ``IO:WALSync`` for local WAL flushes, ``Lock:*`` for row locks, ``CPU`` for a backend running with no
-wait. The raw samples go to the point's ``waits.csv`` first; shares are computed in analysis.
+wait. The raw samples go to the point's ``waits.csv`` first; shares are computed in analysis
+(``pglab.analysis.waits``), which collecting never imports.
 
 ``pg_wait_sampling`` would sample inside the server at a finer grain, but it is not installed by
 default; ``pg_stat_activity`` needs nothing and costs one small query per node per period (measured
@@ -17,11 +18,10 @@ import contextlib
 import csv
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import psycopg
 
 from pglab.runs.store import write_json
@@ -40,9 +40,6 @@ QUERY = """select backend_type, coalesce(state, ''), coalesce(wait_event_type, '
    and not (backend_type = 'client backend' and coalesce(state, '') in ('idle', ''))
    and not (backend_type <> 'client backend' and wait_event_type is not distinct from 'Activity')
  group by 1, 2, 3, 4"""
-CLIENT_TYPES = {"client backend"}
-REPLICATION_TYPES = {"walsender", "walreceiver", "startup", "logical replication worker",
-                     "logical replication launcher"}
 
 
 class WaitSampler:
@@ -214,43 +211,3 @@ def recording(s: WaitSampler | None, point: Any, nodes: Mapping[str, Any],
     """``s.recording(point, nodes, delay_s)``, or nothing when sampling is off."""
     return s.recording(point, nodes, delay_s) if s is not None else contextlib.nullcontext()
 
-
-# -- analysis -----------------------------------------------------------------------------------------
-def load(path: str | Path) -> pd.DataFrame:
-    """A point's raw samples (empty strings, not NaN, where a backend had no state or wait)."""
-    return pd.read_csv(path, dtype={"state": str, "wait_event_type": str, "wait_event": str, "backends": int},
-                       keep_default_na=False)
-
-
-def event(df: pd.DataFrame) -> pd.Series:
-    """``type:event`` of each sample, ``CPU`` for an active backend that waits for nothing."""
-    named = df.wait_event_type.astype(str) + ":" + df.wait_event.astype(str)
-    return named.where(df.wait_event.astype(str) != "", "CPU")
-
-
-def backend_groups(df: pd.DataFrame) -> pd.Series:
-    """``client`` (the workload's backends), ``replication`` (walsender, walreceiver, apply) or ``background``."""
-    kinds = df.backend_type.astype(str)
-    return pd.Series(["client" if k in CLIENT_TYPES else "replication" if k in REPLICATION_TYPES else "background"
-                      for k in kinds], index=df.index, dtype=object)
-
-
-def shares(df: pd.DataFrame, by: Sequence[str] = ("node",)) -> pd.DataFrame:
-    """Per group: backend samples in each wait event and their share of the group's backend samples."""
-    cols = [*by, "event", "samples", "share"]
-    if df.empty:
-        return pd.DataFrame(columns=cols)
-    d = df.assign(event=event(df))
-    counts = d.groupby([*by, "event"]).backends.sum().rename("samples").reset_index()
-    totals = counts.groupby(list(by)).samples.transform("sum")
-    counts["share"] = counts.samples / totals
-    return counts.sort_values([*by, "samples", "event"], ascending=[*[True] * len(by), False, True],
-                              kind="stable").reset_index(drop=True)[cols]
-
-
-def dominant(df: pd.DataFrame) -> tuple[str, float]:
-    """The most frequent wait event of these samples and its share (("", 0.0) without samples)."""
-    if df.empty:
-        return "", 0.0
-    counts = df.assign(event=event(df)).groupby("event").backends.sum().sort_values(ascending=False, kind="stable")
-    return str(counts.index[0]), float(counts.iloc[0] / counts.sum())

@@ -8,21 +8,23 @@ statements the source executed per transaction (pg_stat_statements).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import seaborn as sns
 
-from pglab.analysis import effects, figures, placement, tables
+from pglab.analysis import effects, placement, result, tables
 from pglab.analysis.effects import AA, Claim
+from pglab.analysis.waits import fig_waits, wait_note, wait_shares
+from pglab.analysis.window import pgbench_window
 from pglab.parsers.pgbench import parse_summary
-from pglab.runs.store import load_manifest, read_optional, write_json
+from pglab.runs.store import read_optional
+from pglab.studies.fdw_overhead.figures import fig_factor, fig_latency, fig_round_trips, fig_tps
 from pglab.studies.fdw_overhead.params import TARGETS
 
 FOREIGN_RW = ["FDW_local", "FDW_external"]
@@ -30,25 +32,26 @@ FOREIGN = ["FDW_local", "FDW_external", "FDW_ext_ro"]
 ARTICLE = "article 001: PostgreSQL 9.6.2, two instances on one machine, scale 100, 10 x 10 s, 1 client"
 
 
-@dataclass
-class Analysis:
-    """What the notebook shows; every table is also written to ``derived``."""
+@dataclass(kw_only=True)
+class Analysis(result.Analysis):
+    """The tables every study has (summary: overhead factor per group and target, and tps), and this study's."""
 
-    run_dir: Path
-    manifest: dict[str, Any]
-    points: pd.DataFrame  # one row per measured point
-    summary: pd.DataFrame  # overhead factor per group and target: median, interval, noise floor; tps
-    ratios: pd.DataFrame  # the per-block factors behind it
-    comparison: pd.DataFrame
-    metrics: dict[str, Any]
-    failed: pd.DataFrame
-    waits: pd.DataFrame
+    EXACT = result.Analysis.EXACT | {"why/remote_sql.csv"}
+
     latency: pd.DataFrame
-    stalls: pd.DataFrame
     round_trips: pd.DataFrame  # statements the source ran per transaction, by target, workload and kind
     remote_sql: pd.DataFrame  # what postgres_fdw sends for each pgbench statement, by target
     checks: dict[str, Any]
-    figures: dict[str, list[Path]] = field(default_factory=dict)
+
+    def ratio_lines(self) -> pd.DataFrame:
+        s = self.summary
+        lines = s[s.target != AA].dropna(subset=["factor"]).pivot(index="group", columns="target", values="factor")
+        return lines.reindex(columns=[t for t in TARGETS if t in lines]).reset_index()
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        # why/: one DVC output, what postgres_fdw sends and how often
+        return {**super().tables(), "latency.csv": self.latency, "why/round_trips.csv": self.round_trips,
+                "why/remote_sql.csv": self.remote_sql}
 
 
 def reference(reference_dir: Path) -> pd.DataFrame:
@@ -61,7 +64,7 @@ def reference(reference_dir: Path) -> pd.DataFrame:
 
 def point_values(d: Path, meta: dict[str, Any]) -> dict[str, Any]:
     """The window tps, plus what pgbench's summary says: tps with and without connection time, retries."""
-    row = tables.pgbench_window(d, meta)
+    row = pgbench_window(d, meta)
     s = parse_summary(read_optional(d, "stdout.txt"), read_optional(d, "stderr.txt"))
     conn_s = (s.get("initial_connection_ms") or 0.0) / 1000.0
     dur = s.get("duration_s")
@@ -98,7 +101,7 @@ def _per_block(ratios: pd.DataFrame, kind: str, clients: int | None = None) -> p
     r = ratios[ratios.kind == kind]
     if clients is not None and (r.clients == clients).any():
         r = r[r.clients == clients]
-    return tables.per_block(r)
+    return effects.per_block(r)
 
 
 def compare(ratios: pd.DataFrame, reference_dir: Path, manifest: dict[str, Any], waits: pd.DataFrame,
@@ -118,24 +121,20 @@ def compare(ratios: pd.DataFrame, reference_dir: Path, manifest: dict[str, Any],
     rt = _rt_note(round_trips)
     rows = []
 
-    pub_rw = float(np.exp(np.log(ref_f.loc["RW"].reindex(FOREIGN_RW)).mean()))
-    f_rw = _geo(rw, FOREIGN_RW)
-    rows.append(effects.comparison_row(
-        Claim("RW through postgres_fdw is about 1.7x slower than local", pub_rw, "greater", math.sqrt(pub_rw)),
-        f_rw, noise, "; ".join(x for x in ("per block: geometric mean over FDW_local and FDW_external of tps(local) "
-                                           "/ tps(target), RW", rt.get("RW", ""),
-                                           tables.wait_note(_kind(waits, "RW"), "FDW_local", "local")) if x),
-        measurable=len(rw) > 0 and any(c in rw for c in FOREIGN_RW), why_not="RW through a foreign target was not run"))
-    pub_ro = float(np.exp(np.log(ref_f.loc["RO"].reindex(FOREIGN)).mean()))
-    f_ro = _geo(ro, FOREIGN)
-    rows.append(effects.comparison_row(
-        Claim("RO through postgres_fdw is about 7.6x slower than local", pub_ro, "greater", math.sqrt(pub_ro)),
-        f_ro, noise, "; ".join(x for x in ("per block: geometric mean over the foreign targets of tps(local) / "
-                                           "tps(target), RO at 1 client", rt.get("RO", ""),
-                                           tables.wait_note(_kind(waits, "RO"), "FDW_local", "local")) if x),
-        measurable=len(ro) > 0 and any(c in ro for c in FOREIGN), why_not="RO through a foreign target was not run"))
+    pub = {}
+    for kind, table, foreign, about, over in (("RW", rw, FOREIGN_RW, "1.7x", "FDW_local and FDW_external"),
+                                              ("RO", ro, FOREIGN, "7.6x", "the foreign targets")):
+        pub[kind] = float(np.exp(np.log(ref_f.loc[kind].reindex(foreign)).mean()))
+        how = f"per block: geometric mean over {over} of tps(local) / tps(target), {kind}" + (
+            " at 1 client" if kind == "RO" else "")
+        rows.append(effects.comparison_row(
+            Claim(f"{kind} through postgres_fdw is about {about} slower than local", pub[kind], "greater",
+                  math.sqrt(pub[kind])), _geo(table, foreign), noise,
+            "; ".join(x for x in (how, rt.get(kind, ""), wait_note(_kind(waits, kind), "FDW_local", "local")) if x),
+            measurable=len(table) > 0 and any(c in table for c in foreign),
+            why_not=f"{kind} through a foreign target was not run"))
     both = pd.concat([_geo(ro, FOREIGN_RW).rename("ro"), _geo(rw, FOREIGN_RW).rename("rw")], axis=1).dropna()
-    pub_rel = pub_ro / pub_rw
+    pub_rel = pub["RO"] / pub["RW"]
     rows.append(effects.comparison_row(
         Claim("the RO overhead factor is far above the RW factor", pub_rel, "greater", math.sqrt(pub_rel)),
         both.ro / both.rw if len(both) else [], noise,
@@ -243,13 +242,9 @@ def remote_sql_table(run_dir: Path) -> pd.DataFrame:
 
 def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Path,
             reference_dir: str | Path) -> Analysis:
-    run_dir, derived, figs = Path(run_dir), Path(derived_dir), Path(figures_dir)
-    derived.mkdir(parents=True, exist_ok=True)
-    manifest = load_manifest(run_dir)
+    run_dir = Path(run_dir)
+    manifest, points, failed = result.read_run(run_dir, values=point_values)
     baseline = manifest.get("parameters", {}).get("baseline", "local")
-    points, failed = tables.points_table(run_dir, values=point_values)
-    if points.empty:
-        raise ValueError(f"{run_dir}: no successful measurement to analyze ({len(failed)} failed points)")
     by = ["group", "kind", "clients", "variant"]
     ratios = effects.block_ratios(points, baseline, by=by, value="inv_tps").drop(columns=["inv_tps", "baseline"])
     main = set(points[main_variant(points, manifest)].group)
@@ -260,53 +255,33 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
         ["group", "target", "tps_including_median"]]
     summary = summary.merge(tps, on=["group", "target"], how="outer").merge(incl, on=["group", "target"], how="left")
     summary = summary.rename(columns={"median": "factor"})
-    waits = tables.wait_shares(run_dir, points)
+    waits = wait_shares(run_dir, points)
     latency = tables.latency_table(run_dir, points, ["kind", "clients", "variant", "config"]) \
         .rename(columns={"config": "target"})
-    stalls = tables.stalls_table(points)
     rt, rsql = round_trips_table(run_dir), remote_sql_table(run_dir)
     comparison = compare(ratios[ratios.group.isin(main)], Path(reference_dir), manifest, waits, rt)
     checks = json.loads((run_dir / "checks" / "checks.json").read_text()) \
         if (run_dir / "checks" / "checks.json").exists() else {}
-    metrics = headline(summary, comparison, manifest, len(failed), points, rt, checks)
-    points.to_csv(derived / "points.csv", index=False, float_format="%.6g")
-    summary.to_csv(derived / "summary.csv", index=False, float_format="%.6g")
-    ratios.to_csv(derived / "ratios.csv", index=False, float_format="%.6g")
-    lines = summary[summary.target != AA].dropna(subset=["factor"]).pivot(index="group", columns="target",
-                                                                          values="factor")
-    lines.reindex(columns=[t for t in TARGETS if t in lines]).reset_index().to_csv(
-        derived / "ratio_lines.csv", index=False, float_format="%.6g")
-    comparison.to_csv(derived / "comparison.csv", index=False, float_format="%.6g")
-    failed.to_csv(derived / "failed_points.csv", index=False)
-    waits.to_csv(derived / "waits.csv", index=False, float_format="%.6g")
-    latency.to_csv(derived / "latency.csv", index=False, float_format="%.6g")
-    stalls.to_csv(derived / "stalls.csv", index=False)
-    (derived / "why").mkdir(exist_ok=True)  # one DVC output: what postgres_fdw sends, and how often
-    rt.to_csv(derived / "why" / "round_trips.csv", index=False, float_format="%.6g")
-    rsql.to_csv(derived / "why" / "remote_sql.csv", index=False)
-    write_json(derived / "metrics.json", metrics)
-    a = Analysis(run_dir, manifest, points, summary, ratios, comparison, metrics, failed, waits, latency, stalls,
-                 rt, rsql, checks)
-    a.figures = draw(a, figs, Path(reference_dir))
-    return a
+    metrics = headline(summary, comparison, manifest, failed, points, rt, checks)
+    a = Analysis(run_dir=run_dir, manifest=manifest, points=points, failed=failed, summary=summary, ratios=ratios,
+                 comparison=comparison, waits=waits, stalls=tables.stalls_table(points), metrics=metrics,
+                 latency=latency, round_trips=rt, remote_sql=rsql, checks=checks)
+    return a.finish(derived_dir, figures_dir, functools.partial(draw, reference_dir=Path(reference_dir)))
 
 
-def headline(summary: pd.DataFrame, comparison: pd.DataFrame, manifest: dict[str, Any], n_failed: int,
+def headline(summary: pd.DataFrame, comparison: pd.DataFrame, manifest: dict[str, Any], failed: pd.DataFrame,
              points: pd.DataFrame, rt: pd.DataFrame, checks: dict[str, Any]) -> dict[str, Any]:
     """The numbers ``dvc metrics show`` lists."""
-    out: dict[str, Any] = {"run_id": manifest["run_id"], "profile": manifest["profile"], "failed_points": n_failed,
-                           "blocks": int(manifest.get("parameters", {}).get("blocks", 0)),
-                           "steal_flagged_points": int(points.steal_flag.sum()) if "steal_flag" in points else 0}
+    out = result.run_metrics(manifest, failed, comparison, points)
+    out["blocks"] = int(manifest.get("parameters", {}).get("blocks", 0))
     f = summary[summary.target != AA].dropna(subset=["factor"])
     out["overhead_factor"] = {g: {r.target: round(float(r.factor), 3) for r in gg.sort_values("target").itertuples()}
                               for g, gg in f.groupby("group")}
     out["tps_median"] = {g: {r.target: round(float(r.tps_median), 1) for r in gg.sort_values("target").itertuples()}
                          for g, gg in summary.dropna(subset=["tps_median"]).groupby("group")}
-    nf = comparison.noise_floor.dropna()
-    out["noise_floor"] = round(float(nf.iloc[0]), 4) if len(nf) else None
+    out["noise_floor"] = result.verdicts_noise_floor(comparison)
     aa = summary[summary.target == AA].dropna(subset=["noise_floor"])
     out["noise_floor_by_group"] = {r.group: round(float(r.noise_floor), 4) for r in aa.itertuples()}
-    out["verdicts"] = {row.claim: row.verdict for _, row in comparison.iterrows()}
     tot = rt[rt.statement == "all"] if len(rt) else rt
     out["source_statements_per_transaction"] = {f"{r.workload}.{r.target}": round(float(r.per_transaction), 2)
                                                 for r in tot.itertuples()} if len(tot) else {}
@@ -319,134 +294,19 @@ def headline(summary: pd.DataFrame, comparison: pd.DataFrame, manifest: dict[str
     return out
 
 
-# -- figures ------------------------------------------------------------------------------------------
-def _palette(targets: list[str]) -> dict[str, Any]:
-    colours = sns.color_palette("colorblind", len(TARGETS) + 1)
-    pal = {t: colours[TARGETS.index(t)] for t in targets if t in TARGETS}
-    pal[AA] = colours[-1]
-    return pal
-
-
-def _group_order(groups: list[str]) -> list[str]:
-    return sorted(groups, key=lambda g: (not g.startswith("rw"), g))
-
-
 def draw(a: Analysis, out: Path, reference_dir: Path) -> dict[str, list[Path]]:
-    figures.style()
-    made = {"tps_by_target": fig_tps(a, out), "overhead_factor": fig_factor(a, out, reference_dir)}
+    """The study's figures, each one function of the derived tables."""
+    made = {"tps_by_target": fig_tps(a.points, a.summary, out),
+            "overhead_factor": fig_factor(a.summary, reference(reference_dir), FOREIGN, out)}
     if len(a.latency):
-        made["latency_by_target"] = fig_latency(a, out)
+        made["latency_by_target"] = fig_latency(a.latency, out)
     if len(a.round_trips):
-        made["round_trips"] = fig_round_trips(a, out)
+        made["round_trips"] = fig_round_trips(a.round_trips, out)
     made["published_vs_reproduced"] = tables.fig_comparison(
         a.comparison, out, "fdw_overhead: published vs reproduced (overhead factor = tps(local) / tps(target))")
     if len(a.waits):  # one bar per workload and target: shares sum to 1 within each
         w = a.waits.assign(config=a.waits.kind + " " + a.waits.config)
         order = [f"{k} {t}" for k in ("RW", "RO") for t in TARGETS if f"{k} {t}" in set(w.config)]
-        made["waits"] = tables.fig_waits(w, out, order=order, title="Where the client backends of both "
-                                           "instances waited, by workload and target")
-    plt.close("all")
+        made["waits"] = fig_waits(w, out, order=order, title="Where the client backends of both "
+                                  "instances waited, by workload and target")
     return made
-
-
-def fig_tps(a: Analysis, out: Path) -> list[Path]:
-    """Every point as a dot, the median and its interval as a bar, per group (workload x clients)."""
-    pts = a.points[a.points["copy"] == 1]
-    groups = _group_order(sorted(set(pts.group)))
-    targets = [t for t in TARGETS if t in set(pts.config)]
-    pal = _palette(targets)
-    fig, axes = plt.subplots(1, len(groups), figsize=(3.6 * len(groups) + 1, 4.2), squeeze=False)
-    for ax, g in zip(axes[0], groups, strict=True):
-        p = pts[pts.group == g]
-        order = [t for t in targets if t in set(p.config)]
-        sns.stripplot(data=p, x="config", y="tps", order=order, hue="config", palette=pal, ax=ax, jitter=False,
-                      size=4, alpha=0.6, legend=False)
-        s = a.summary[(a.summary.group == g)].set_index("target")
-        for i, t in enumerate(order):
-            if t in s.index and not pd.isna(s.loc[t, "tps_median"]):
-                r = s.loc[t]
-                ax.errorbar([i + 0.2], [r.tps_median], yerr=[[r.tps_median - r.tps_low], [r.tps_high - r.tps_median]],
-                            color="black", marker="_", capsize=4)
-        ax.set_yscale("log")
-        ax.set_title(g, fontsize=10)
-        ax.set_xlabel("")
-        ax.tick_params(axis="x", rotation=30)
-        ax.set_ylabel("tps in the measured window (log)" if ax is axes[0][0] else "")
-    fig.suptitle("pgbench tps by target (dots: points; bars: median and 95% interval over blocks)", y=1.02)
-    return figures.save(fig, out, "tps_by_target")
-
-
-def fig_factor(a: Analysis, out: Path, reference_dir: Path) -> list[Path]:
-    """Our overhead factor per target and group beside the article's, with the noise band."""
-    ref = reference(reference_dir)
-    s = a.summary.dropna(subset=["factor"])
-    groups = _group_order(sorted(set(s.group)))
-    targets = [t for t in FOREIGN if t in set(s.target)]
-    pal = _palette(targets)
-    fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(groups) * max(1, len(targets)) / 2, 4.4))
-    width = 0.8 / max(1, len(targets) + 1)
-    labelled: set[str] = set()
-    for gi, g in enumerate(groups):
-        gs = s[s.group == g].set_index("target")
-        nf = gs.noise_floor.dropna()
-        if len(nf):
-            ax.fill_between([gi - 0.45, gi + 0.45], 1 - nf.iloc[0], 1 + nf.iloc[0], color="grey", alpha=0.15, lw=0)
-        kind, c = g.split("-")[0].upper(), int(g.split("-")[1][1:])
-        for ti, t in enumerate(targets):
-            x = gi + (ti - (len(targets) - 1) / 2) * width
-            if t in gs.index:
-                r = gs.loc[t]
-                ax.errorbar([x], [r.factor], yerr=[[r.factor - r.ci_low], [r.ci_high - r.factor]], color=pal[t],
-                            marker="o", capsize=3, label=None if t in labelled else t)
-                labelled.add(t)
-            pub = ref[(ref.type == kind) & (ref.target == t) & (ref.clients == c)]
-            if len(pub):
-                ax.scatter([x], pub.factor, marker="s", facecolor="none", edgecolor=pal[t], s=60, zorder=3,
-                           label=None if "article" in labelled else "article (open squares)")
-                labelled.add("article")
-    ax.set_xticks(range(len(groups)), groups)
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.axhline(1.0, color="grey", lw=0.8)
-    ax.set_ylabel("overhead factor = tps(local) / tps(target), log")
-    ax.set_title("What postgres_fdw costs: overhead factor per block, median and 95% interval\n"
-                 "(grey band: A/A noise floor; open squares: the article's factor)", fontsize=10)
-    ax.legend(fontsize=8)
-    return figures.save(fig, out, "overhead_factor")
-
-
-def fig_latency(a: Analysis, out: Path) -> list[Path]:
-    lat = a.latency.melt(id_vars=["kind", "clients", "variant", "target"], value_vars=["p50_ms", "p95_ms", "p99_ms"],
-                         var_name="percentile", value_name="ms")
-    lat["group"] = lat.kind + " c" + lat.clients.astype(str)
-    groups = sorted(set(lat.group), key=lambda g: (not g.startswith("RW"), g))
-    fig, axes = plt.subplots(1, len(groups), figsize=(3.8 * len(groups) + 1, 4.0), squeeze=False)
-    for ax, g in zip(axes[0], groups, strict=True):
-        d = lat[lat.group == g]
-        order = [t for t in TARGETS if t in set(d.target)]
-        sns.barplot(data=d, x="target", y="ms", hue="percentile", order=order, ax=ax, errorbar=None)
-        ax.set_yscale("log")
-        ax.set_title(g, fontsize=10)
-        ax.set_xlabel("")
-        ax.tick_params(axis="x", rotation=30)
-        ax.set_ylabel("transaction latency, ms (log)" if ax is axes[0][0] else "")
-        if ax is not axes[0][-1]:
-            ax.get_legend().remove()
-    fig.suptitle("Latency percentiles by target, merged over every transaction of every block (pgbench -l)", y=1.02)
-    return figures.save(fig, out, "latency_by_target")
-
-
-def fig_round_trips(a: Analysis, out: Path) -> list[Path]:
-    rt = a.round_trips[a.round_trips.statement != "all"]
-    wide = rt.assign(row=rt.workload + " " + rt.target).pivot_table(index="row", columns="statement",
-                                                                      values="per_transaction", aggfunc="sum")
-    wide = wide.reindex(sorted(wide.index, key=lambda r: (not r.startswith("RW"), r))).fillna(0.0)
-    fig, ax = plt.subplots(figsize=(8, 0.9 + 0.45 * len(wide)))
-    wide.plot.barh(stacked=True, ax=ax, colormap="tab20", width=0.7)
-    ax.invert_yaxis()
-    ax.set_xlabel("statements the source executed per pgbench transaction (pg_stat_statements)")
-    ax.set_ylabel("")
-    ax.set_title("Why: each statement is a round trip to the source (local: pgbench's own; foreign: "
-                 "postgres_fdw's)", fontsize=10)
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    return figures.save(fig, out, "round_trips")

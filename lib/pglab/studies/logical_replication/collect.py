@@ -14,10 +14,8 @@ reason and the sweep goes on.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -25,7 +23,6 @@ from typing import Any
 import psycopg
 
 from pglab.errors import ProcessError
-from pglab.hosts.base import Host
 from pglab.hosts.inventory import Inventory
 from pglab.nodes import topology
 from pglab.nodes.node import Node
@@ -33,19 +30,19 @@ from pglab.nodes.topology import Client
 from pglab.replication.base import System, add_history_key
 from pglab.replication.builtin import BuiltinLogical
 from pglab.replication.londiste import Londiste
-from pglab.replication.measure import run_and_catch_up
 from pglab.replication.pglogical import Pglogical
 from pglab.replication.slony import Slony
 from pglab.replication.streaming import Streaming
-from pglab.runs import preflight, sweep
-from pglab.runs.cleanup import Session, session
-from pglab.runs.params import validate
-from pglab.runs.resume import open_run
+from pglab.runs import preflight, tools
+from pglab.runs.opening import Plan, study_run
+from pglab.runs.session import Session
 from pglab.runs.store import Point, RunStore
-from pglab.runs.sweep import Group, Planned, plan_blocks, plan_record
+from pglab.runs.sweep import Group, Planned, plan_blocks
 from pglab.studies.logical_replication import STUDY
 from pglab.studies.logical_replication.params import Params
-from pglab.workloads import cpu, pgbench, waits
+from pglab.workloads import observed, pgbench
+from pglab.workloads.catchup import run_and_catch_up
+from pglab.workloads.observed import Watch
 
 DB = "bench"
 CLASSES: dict[str, type[System]] = {"streaming": Streaming, "builtin": BuiltinLogical, "pglogical": Pglogical,
@@ -91,25 +88,26 @@ def check(p: Params, inventory: Inventory) -> dict[str, str]:
     return skipped
 
 
+def _plan(p: Params, skipped: dict[str, str]) -> Plan:
+    """The systems that can run here, in blocks; each one's pair kept across blocks (the manifest says so)."""
+    systems = [name for name in p.systems if name not in skipped]
+    points = plan(p, systems)
+    return Plan(points, points[0].config if p.baseline not in systems else p.baseline,
+                [f"{name} provider/subscriber pair" for name in systems])
+
+
 def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: str = "custom",
             inventory: Inventory | None = None, progress: bool = True, on_run: RunHook | None = None,
             resume: Path | None = None) -> Path:
     """Run the study (or resume the run folder ``resume``); returns the raw run folder."""
-    p = params if isinstance(params, Params) else validate(Params, params, f"{STUDY} parameters")
-    inventory = inventory or Inventory()
-    skipped = check(p, inventory)
-    systems = [name for name in p.systems if name not in skipped]
-    points = plan(p, systems)
-    record = plan_record(points, p.seed, points[0].config if p.baseline not in systems else p.baseline, p.blocks,
-                         kept_across_blocks=[f"{name} provider/subscriber pair" for name in systems])
-    store = open_run(data_root, STUDY, profile, p.model_dump(), record, inventory, resume)
-    started = time.monotonic()
-    clock = {"measure_s": 0.0, "setup_s": 0.0, "reset_s": 0.0, "verify_s": 0.0}
-    store.manifest["systems"] = {name: {"status": "skipped", "reason": why} for name, why in skipped.items()}
-    with session(inventory, store, tls=p.tls) as s:
-        s.deploy.open(p.hosts)  # every host first: pg_hba admits exactly their data addresses
-        host = s.host(p.provider_host)
-        store.manifest["tools"] = _tools(host, inventory.entry(p.provider_host).bindir, p.systems)
+    with study_run(STUDY, Params, params, check, _plan, data_root=data_root, profile=profile, inventory=inventory,
+                   resume=resume) as run:
+        p, s, store, skipped = run.p, run.s, run.store, run.found
+        clock = {"measure_s": 0.0, "setup_s": 0.0, "reset_s": 0.0, "verify_s": 0.0}
+        store.manifest["systems"] = {name: {"status": "skipped", "reason": why} for name, why in skipped.items()}
+        host = s.host(p.provider_host)  # server and client versions, and every system's Debian package
+        tools.record(store, tools.versions(host, s.deploy.inventory.entry(host.name).bindir, ("postgres", "pgbench")),
+                     tools.debian_versions(host, [pkg for name in p.systems for pkg in CLASSES[name].debian_packages]))
         client = s.deploy.client(p.client_host) if p.client_host else None
         store.manifest["topology"] = {
             "provider_host": p.provider_host, "subscriber_host": p.subscriber_host,
@@ -117,34 +115,31 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
             **s.deploy.where()}
         store.save()
         pairs = Pairs(s, store, p, clock)
-        sampler = waits.WaitSampler(p.wait_sample_ms / 1000) if p.wait_sample_ms else None
         try:
-            for name in systems:  # every pair before the first block: blocks then compare like with like
-                pairs.get(name)
-            hosts = [s.host(h) for h in p.hosts]
+            for name in p.systems:  # every pair before the first block: blocks then compare like with like
+                if name not in skipped:
+                    pairs.get(name)
 
-            def measure(planned: Planned, point: Point) -> str | None:
+            def ready(planned: Planned, point: Point) -> str | None:  # a broken pair is rebuilt here, unobserved
                 pair = pairs.get(planned.config)
                 if pair is None:
                     why = store.manifest["systems"][planned.config]["reason"]
                     return f"{planned.config} could not be set up: {why}"
                 point.meta.update(system=planned.config, run_seconds=p.run_seconds, generation=pair.generation)
-                def watch() -> AbstractContextManager:  # wait events over the run (after warm-up) and catch-up
-                    return waits.recording(sampler, point, {"provider": pair.provider, "subscriber": pair.subscriber},
-                                           delay_s=p.warmup_s)
+                return None
 
-                with cpu.during(hosts, point):
-                    healthy = _measure(pair, point, planned, p, clock, on_run, client, watch)
-                if not healthy:
+            def measure(planned: Planned, point: Point, watch: Watch) -> str | None:
+                pair = pairs.pairs[planned.config]
+                assert pair is not None
+                if not _measure(pair, point, planned, p, clock, on_run, client, watch):
                     pairs.broken(planned.config)
                 return point.meta.get("error") if point.meta.get("status") not in ("ok", "running") else None
 
-            sweep.run(store, points, measure, desc=STUDY, progress=progress, errors=POINT_ERRORS)
+            # the sampler closes at its end, before the pairs' servers stop
+            observed.run(run, measure, desc=STUDY, progress=progress, ready=ready, errors=POINT_ERRORS)
         finally:
-            if sampler is not None:
-                sampler.close()  # its connections first: the pairs' servers stop next
             pairs.close_all()
-        wall = time.monotonic() - started
+        wall = time.monotonic() - run.started
         store.manifest["time_s"] = {k: round(v, 1) for k, v in {**clock, "wall_s": wall}.items()}
         store.manifest["measurement_share"] = round(clock["measure_s"] / wall, 3)
     return store.dir
@@ -192,18 +187,6 @@ class Pairs:
             if pair is not None:
                 pair.close(keep_data=False)
         self.store.save()
-
-
-def _tools(host: Host, bindir: str, systems: list[str]) -> dict[str, str]:
-    """Server and client versions, and the Debian package of every system (pyperf-style capture)."""
-    tools = {prog: host.run([f"{bindir}/{prog}", "--version"]).stdout.strip() for prog in ("postgres", "pgbench")}
-    packages = [pkg for name in systems for pkg in CLASSES[name].debian_packages]
-    if packages:
-        res = host.run(["dpkg-query", "-W", "-f", "${Package} ${Version}\\n", *packages], check=False)
-        for line in res.stdout.splitlines():
-            pkg, _, version = line.partition(" ")
-            tools[pkg] = version
-    return tools
 
 
 class Pair:
@@ -305,9 +288,9 @@ class Pair:
 
 
 def _measure(pair: Pair, point: Point, planned: Planned, p: Params, clock: dict[str, float],
-             on_run: RunHook | None, client: Client | None = None,
-             watch: Callable[[], AbstractContextManager] = contextlib.nullcontext) -> bool:
-    """One point; returns False when the pair cannot be trusted for the next point (rebuild it)."""
+             on_run: RunHook | None, client: Client | None, watch: Watch) -> bool:
+    """One point; returns False when the pair cannot be trusted for the next point (rebuild it). Wait
+    events over the run (after warm-up) and the catch-up."""
     system = pair.system
     assert system is not None
     provider = pair.provider
@@ -328,7 +311,7 @@ def _measure(pair: Pair, point: Point, planned: Planned, p: Params, clock: dict[
                 on_run(system, planned)
             return proc
 
-        with watch():
+        with watch({"provider": pair.provider, "subscriber": pair.subscriber}, p.warmup_s):
             proc, timing = run_and_catch_up(
                 system, start, lag_csv=point.dir / "lag.csv" if p.lag_interval_s else None,
                 lag_interval_s=p.lag_interval_s, poll_s=p.catchup_poll_s,

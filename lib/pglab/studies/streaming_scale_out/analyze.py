@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import seaborn as sns
 
-from pglab.analysis import effects, figures, placement, tables
-from pglab.analysis.effects import AA, Claim
-from pglab.runs.store import load_manifest, write_json
+from pglab.analysis import effects, placement, result, tables
+from pglab.analysis.effects import AA, BlockEffects, Claim
+from pglab.analysis.waits import fig_waits, wait_shares
+from pglab.analysis.window import pgbench_window
+from pglab.studies.streaming_scale_out.figures import fig_lag, fig_reads, fig_rows, first_points
 from pglab.studies.streaming_scale_out.params import MODES
 
 ARTICLE = ("article 004: 3 Azure D8 VMs (8 cores, 32 GB), 8 clients, 4000 devices x 3 days (about 100M rows), "
@@ -32,24 +32,23 @@ READ_COLUMNS = ["layout", "query_type", "nodes", "qps_median", "qps_low", "qps_h
                 "speedup_high", "per_node_qps", "p50_ms", "p95_ms", "p99_ms", "queries", "points"]
 
 
-@dataclass
-class Analysis:
-    """What the notebook shows; every table is also written to ``derived``."""
+@dataclass(kw_only=True)
+class Analysis(result.Analysis):
+    """The tables every study has (points: inserts and reads; summary: per kind, group and config, the median
+    ratio, its interval, the noise floor and absolute rates), and this study's."""
 
-    run_dir: Path
-    manifest: dict[str, Any]
-    points: pd.DataFrame  # one row per measured point (inserts and reads)
-    summary: pd.DataFrame  # per kind, group and config: median ratio, interval, noise floor; absolute rates
-    ratios: pd.DataFrame  # the per-block ratios behind it
-    comparison: pd.DataFrame
-    metrics: dict[str, Any]
-    failed: pd.DataFrame
-    waits: pd.DataFrame
     lag: pd.DataFrame  # each standby's replay lag during each load
     reads: pd.DataFrame  # queries/s, speed-up and latency per layout, query type and node count
-    stalls: pd.DataFrame
     checks: dict[str, Any]
-    figures: dict[str, list[Path]] = field(default_factory=dict)
+
+    def ratio_lines(self) -> pd.DataFrame:
+        s = self.summary
+        ins = s[(s.kind == "insert") & (s.config != AA)].dropna(subset=["median"])
+        return ins.pivot(index="group", columns="config", values="median").reindex(
+            columns=[m for m in MODES if m in set(ins.config)]).rename_axis("layout").reset_index()
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return {**super().tables(), "lag.csv": self.lag, "reads.csv": self.reads}
 
 
 # -- per point ---------------------------------------------------------------------------------------
@@ -85,7 +84,7 @@ def read_values(d: Path, meta: dict[str, Any]) -> dict[str, Any]:
     qps: dict[str, float] = {}
     stalls, times = 0, []
     for node in per:
-        w = tables.pgbench_window(d, meta, prefix=f"{node}_")
+        w = pgbench_window(d, meta, prefix=f"{node}_")
         qps[node] = float(w["tps"]) if w["tps"] is not None else math.nan
         stalls += int(w["stalls"] or 0)
         times += [f"{node}:{t}" for t in w["stall_times"].split()]
@@ -186,22 +185,19 @@ def nodes_apart(manifest: dict[str, Any], n: int) -> tuple[bool, str]:
 def compare(ratios: pd.DataFrame, manifest: dict[str, Any]) -> pd.DataFrame:
     """Published vs reproduced, one row per claim. Size claims hold when the interval lies beyond the
     geometric middle between no effect and the published ratio (nearer the published, on a log scale)."""
-    ins = tables.per_block(ratios[ratios.kind == "insert"].drop(columns="kind"))
-    rd = tables.per_block(ratios[ratios.kind == "read"].drop(columns="kind"))
-    noise_i = effects.noise_floor(ins.get(AA, pd.Series(dtype=float)))
-    noise_r = effects.noise_floor(rd.get(AA, pd.Series(dtype=float)))
-    col = (lambda df, c: df[c].dropna() if c in df else pd.Series(dtype=float))  # noqa: E731
+    ins = BlockEffects.of(ratios[ratios.kind == "insert"].drop(columns="kind"))
+    rd = BlockEffects.of(ratios[ratios.kind == "read"].drop(columns="kind"))
     rows = [
         effects.comparison_row(Claim("async replication costs inserts almost nothing (rows/s async / none)", 1.0,
-                                     "equal", band=0.1), col(ins, "async"), noise_i,
+                                     "equal", band=0.1), ins["async"], ins.noise,
                                note="within 10% or the noise floor of no replication"),
         effects.comparison_row(Claim("synchronous apply costs inserts about 50% (rows/s sync_apply / none)", 0.5,
-                                     "less", threshold=math.sqrt(0.5)), col(ins, "sync_apply"), noise_i,
+                                     "less", threshold=math.sqrt(0.5)), ins["sync_apply"], ins.noise,
                                note="held: the interval lies below 0.71, nearer 0.5 than 1 on a log scale"),
     ]
     between = pd.Series(dtype=float)
-    if {"sync_write", "sync_apply", "async"} <= set(ins):
-        b = ins[["async", "sync_write", "sync_apply"]].dropna()
+    if {"sync_write", "sync_apply", "async"} <= set(ins.table):
+        b = ins.table[["async", "sync_write", "sync_apply"]].dropna()
         # in between, per block: sync_write's distance from both ends on a log scale, 0 = at sync_apply, 1 = at async
         between = (np.log(b.sync_write / b.sync_apply) / np.log(b["async"] / b.sync_apply)).replace(
             [np.inf, -np.inf], np.nan).dropna() + 0.5
@@ -214,7 +210,7 @@ def compare(ratios: pd.DataFrame, manifest: dict[str, Any]) -> pd.DataFrame:
         apart, why = nodes_apart(manifest, n)
         rows.append(effects.comparison_row(
             Claim(f"reads scale out: {n} nodes answer {pub}x the queries of 1 (queries/s n{n} / n1)", pub,
-                  "greater", threshold=math.sqrt(pub)), col(rd, f"n{n}"), noise_r, measurable=apart, why_not=why,
+                  "greater", threshold=math.sqrt(pub)), rd[f"n{n}"], rd.noise, measurable=apart, why_not=why,
             note="; ".join(s for s in (extra, why if apart else "") if s)))
     return effects.comparison_frame(rows)
 
@@ -222,13 +218,9 @@ def compare(ratios: pd.DataFrame, manifest: dict[str, Any]) -> pd.DataFrame:
 # -- analyze -----------------------------------------------------------------------------------------
 def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Path,
             reference_dir: str | Path) -> Analysis:
-    run_dir, derived, figs = Path(run_dir), Path(derived_dir), Path(figures_dir)
-    derived.mkdir(parents=True, exist_ok=True)
-    manifest = load_manifest(run_dir)
+    run_dir = Path(run_dir)
+    manifest, points, failed = result.read_run(run_dir, values=point_values)
     baseline = manifest.get("parameters", {}).get("baseline", "none")
-    points, failed = tables.points_table(run_dir, values=point_values)
-    if points.empty:
-        raise ValueError(f"{run_dir}: no successful measurement to analyze ({len(failed)} failed points)")
     parts = []
     for kind, base in (("insert", baseline), ("read", "n1")):
         p = points[points.kind == kind]
@@ -241,32 +233,15 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     summary = summary.merge(rates, on=["group", "config"], how="outer")
     summary = summary.merge(insert_latency(run_dir, points), on=["group", "config"], how="left")
     summary["kind"] = summary.kind.fillna(summary.group.map(dict(zip(points.group, points.kind, strict=False))))
-    waits = tables.wait_shares(run_dir, points[points.kind == "insert"])
-    lag = lag_table(run_dir, points)
-    reads = reads_table(run_dir, points, summary)
-    stalls = tables.stalls_table(points)
     comparison = compare(ratios, manifest)
     checks = {"timescaledb": manifest.get("timescaledb", {}), "read_checks": manifest.get("read_checks", {}),
               "counts_equal": _counts_equal(run_dir)}
-    metrics = headline(summary, comparison, manifest, len(failed), points, checks)
-    points.to_csv(derived / "points.csv", index=False, float_format="%.6g")
-    summary.to_csv(derived / "summary.csv", index=False, float_format="%.6g")
-    ratios.to_csv(derived / "ratios.csv", index=False, float_format="%.6g")
-    ins = summary[(summary.kind == "insert") & (summary.config != AA)].dropna(subset=["median"])
-    ins.pivot(index="group", columns="config", values="median").reindex(
-        columns=[m for m in MODES if m in set(ins.config)]).rename_axis("layout").reset_index().to_csv(
-        derived / "ratio_lines.csv", index=False, float_format="%.6g")
-    comparison.to_csv(derived / "comparison.csv", index=False, float_format="%.6g")
-    failed.to_csv(derived / "failed_points.csv", index=False)
-    waits.to_csv(derived / "waits.csv", index=False, float_format="%.6g")
-    lag.to_csv(derived / "lag.csv", index=False, float_format="%.6g")
-    reads.to_csv(derived / "reads.csv", index=False, float_format="%.6g")
-    stalls.to_csv(derived / "stalls.csv", index=False)
-    write_json(derived / "metrics.json", metrics)
-    a = Analysis(run_dir, manifest, points, summary, ratios, comparison, metrics, failed, waits, lag, reads, stalls,
-                 checks)
-    a.figures = draw(a, figs)
-    return a
+    metrics = headline(summary, comparison, manifest, failed, points, checks)
+    a = Analysis(run_dir=run_dir, manifest=manifest, points=points, failed=failed, summary=summary, ratios=ratios,
+                 comparison=comparison, waits=wait_shares(run_dir, points[points.kind == "insert"]),
+                 stalls=tables.stalls_table(points), metrics=metrics, lag=lag_table(run_dir, points),
+                 reads=reads_table(run_dir, points, summary), checks=checks)
+    return a.finish(derived_dir, figures_dir, draw)
 
 
 def _counts_equal(run_dir: Path) -> bool | None:
@@ -279,13 +254,12 @@ def _counts_equal(run_dir: Path) -> bool | None:
     return all(seen) if seen else None
 
 
-def headline(summary: pd.DataFrame, comparison: pd.DataFrame, manifest: dict[str, Any], n_failed: int,
+def headline(summary: pd.DataFrame, comparison: pd.DataFrame, manifest: dict[str, Any], failed: pd.DataFrame,
              points: pd.DataFrame, checks: dict[str, Any]) -> dict[str, Any]:
     """The numbers ``dvc metrics show`` lists."""
     par = manifest.get("parameters", {})
-    out: dict[str, Any] = {"run_id": manifest["run_id"], "profile": manifest["profile"], "failed_points": n_failed,
-                           "blocks": int(par.get("blocks", 0)), "read_blocks": int(par.get("read_blocks", 0)),
-                           "steal_flagged_points": int(points.steal_flag.sum()) if "steal_flag" in points else 0}
+    out = result.run_metrics(manifest, failed, comparison, points)
+    out.update(blocks=int(par.get("blocks", 0)), read_blocks=int(par.get("read_blocks", 0)))
     s = summary[summary.config != AA]
     ins, rd = s[s.kind == "insert"], s[s.kind == "read"]
     out["rows_per_s"] = {g: {r.config: round(float(r.rate_median), 1) for r in gg.itertuples()
@@ -296,7 +270,6 @@ def headline(summary: pd.DataFrame, comparison: pd.DataFrame, manifest: dict[str
                                if not pd.isna(r.median)} for g, gg in rd.groupby("group")}
     aa = summary[summary.config == AA].dropna(subset=["noise_floor"])
     out["noise_floor"] = {k: round(float(g.noise_floor.max()), 4) for k, g in aa.groupby("kind")}
-    out["verdicts"] = {row.claim: row.verdict for _, row in comparison.iterrows()}
     ts = checks.get("timescaledb") or {}
     out["timescaledb"] = {"available": bool(ts.get("available")), "version": ts.get("version")}
     out["counts_equal_on_every_node"] = checks.get("counts_equal")
@@ -308,132 +281,21 @@ def headline(summary: pd.DataFrame, comparison: pd.DataFrame, manifest: dict[str
 
 
 # -- figures -----------------------------------------------------------------------------------------
-def _palette(configs: list[str]) -> dict[str, Any]:
-    colours = sns.color_palette("colorblind", len(MODES) + 1)
-    pal = {m: colours[MODES.index(m)] for m in configs if m in MODES}
-    pal[AA] = colours[-1]
-    return pal
-
-
 def draw(a: Analysis, out: Path) -> dict[str, list[Path]]:
-    figures.style()
+    """The study's figures, each one function of the derived tables."""
     made: dict[str, list[Path]] = {}
     if (a.points.kind == "insert").any():
-        made["rows_by_mode"] = fig_rows(a, out)
+        made["rows_by_mode"] = fig_rows(a.points, a.summary, out)
     if len(a.lag):
-        made["lag_during_load"] = fig_lag(a, out)
+        first = first_points(a.points)
+        made["lag_during_load"] = fig_lag(first, {p: _lag(a.run_dir / p) for p in first.point}, out)
     if (a.points.kind == "read").any():
-        made["reads_by_nodes"] = fig_reads(a, out)
+        made["reads_by_nodes"] = fig_reads(a.reads, a.manifest, out)
     made["published_vs_reproduced"] = tables.fig_comparison(
         a.comparison, out, "streaming_scale_out: published vs reproduced (insert ratio to no replication; "
                            "read speed-up over 1 node)")
     if len(a.waits):
-        made["waits"] = tables.fig_waits(a.waits, out, order=[m for m in MODES if m in set(a.waits.config)],
-                                           title="Where the primary's loader backends waited, by mode "
-                                                 "(SyncRep: waiting for standbys to confirm)")
-    plt.close("all")
+        made["waits"] = fig_waits(a.waits, out, order=[m for m in MODES if m in set(a.waits.config)],
+                                  title="Where the primary's loader backends waited, by mode "
+                                        "(SyncRep: waiting for standbys to confirm)")
     return made
-
-
-def fig_rows(a: Analysis, out: Path) -> list[Path]:
-    """Left: rows/s of every point and the median per mode; right: the ratio to none with its interval."""
-    pts = a.points[(a.points.kind == "insert") & (a.points["copy"] == 1)]
-    modes = [m for m in MODES if m in set(pts.config)]
-    pal = _palette(modes)
-    layouts = sorted(set(pts.group))
-    fig, axes = plt.subplots(len(layouts), 2, figsize=(11, 3.8 * len(layouts)), squeeze=False)
-    for (ax, ax2), lay in zip(axes, layouts, strict=True):
-        p = pts[pts.group == lay]
-        sns.stripplot(data=p, x="config", y="rows_per_s", order=modes, hue="config", palette=pal, ax=ax,
-                      jitter=False, size=5, alpha=0.7, legend=False)
-        s = a.summary[(a.summary.group == lay)].set_index("config")
-        for i, m in enumerate(modes):
-            if m in s.index and not pd.isna(s.loc[m, "rate_median"]):
-                r = s.loc[m]
-                ax.errorbar([i + 0.2], [r.rate_median], yerr=[[r.rate_median - r.rate_low],
-                                                              [r.rate_high - r.rate_median]],
-                            color="black", marker="_", capsize=4)
-        ax.set_ylim(bottom=0)
-        ax.set_xlabel("")
-        ax.set_ylabel(f"rows/s ({lay}); x10 = metrics/s")
-        ax.set_title(f"{lay}: insert rate per point (bars: median, 95% interval)", fontsize=10)
-        r = s[(s.kind == "insert") & s["median"].notna()]
-        order = [m for m in [*modes, AA] if m in r.index]
-        for i, m in enumerate(order):
-            row = r.loc[m]
-            ax2.errorbar([i], [row["median"]], yerr=[[row["median"] - row.ci_low], [row.ci_high - row["median"]]],
-                         color=pal.get(m), marker="o", capsize=4, ls="none")
-            ax2.annotate(f"{row['median']:.2f}", (i, row["median"]), xytext=(6, 0), textcoords="offset points",
-                         fontsize=8, va="center")
-        nf = r.noise_floor.dropna()
-        if len(nf):
-            ax2.axhspan(1 - nf.iloc[0], 1 + nf.iloc[0], color="grey", alpha=0.15, lw=0)
-        ax2.axhline(1.0, color="grey", lw=0.8)
-        ax2.axhline(0.5, color="tab:orange", lw=0.8, ls=":")
-        ax2.text(len(order) - 0.5, 0.5, "article: sync_apply about 0.5", fontsize=7, color="tab:orange",
-                 ha="right", va="bottom")
-        ax2.set_xticks(range(len(order)), order)
-        ax2.set_ylim(0, max(1.3, float(r.ci_high.max()) + 0.1) if len(r) else 1.3)
-        ax2.set_ylabel("rows/s / rows/s(none), per block")
-        ax2.set_title("ratio to no replication (grey: A/A noise floor)", fontsize=10)
-    fig.suptitle("Time-series inserts (TSBS cpu-only) by replication mode", y=1.01)
-    fig.tight_layout()
-    return figures.save(fig, out, "rows_by_mode")
-
-
-def fig_lag(a: Analysis, out: Path) -> list[Path]:
-    """Each standby's replay lag over the load, for the first block's point of every mode."""
-    ins = a.points[(a.points.kind == "insert") & (a.points["copy"] == 1)]
-    first = ins.sort_values("block").groupby(["group", "config"]).head(1)
-    modes = [m for m in MODES if m in set(first.config) and m != "none"]
-    if not modes:
-        modes = sorted(set(first.config))
-    fig, axes = plt.subplots(1, len(modes), figsize=(3.4 * len(modes) + 1, 3.6), squeeze=False, sharey=True)
-    for ax, m in zip(axes[0], modes, strict=True):
-        for r in first[first.config == m].itertuples():
-            lag = _lag(a.run_dir / r.point)
-            for sb, g in lag.groupby("standby"):
-                ax.plot(g.t_s, g.replay_lag_bytes / 1e6, label=f"{sb} ({r.group})", lw=1)
-        ax.set_title(m, fontsize=10)
-        ax.set_xlabel("seconds into the load")
-        if ax is axes[0][0]:
-            ax.set_ylabel("replay lag, MB of WAL")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
-    fig.suptitle("Standbys' replay lag during the load (pg_stat_replication, first block)", y=1.02)
-    return figures.save(fig, out, "lag_during_load")
-
-
-def fig_reads(a: Analysis, out: Path) -> list[Path]:
-    """Left: queries/s by node count per query type; right: the speed-up over 1 node with its interval."""
-    r = a.reads
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.4))
-    for (lay, q), g in r.groupby(["layout", "query_type"], sort=True):
-        g = g.sort_values("nodes")
-        label = q if r.layout.nunique() == 1 else f"{q} ({lay})"
-        ax.errorbar(g.nodes, g.qps_median, yerr=[g.qps_median - g.qps_low, g.qps_high - g.qps_median], marker="o",
-                    capsize=3, label=label)
-        ax2.errorbar(g.nodes, g.speedup, yerr=[(g.speedup - g.speedup_low).fillna(0),
-                                                (g.speedup_high - g.speedup).fillna(0)], marker="o", capsize=3,
-                     label=label)
-    nodes = sorted(set(r.nodes))
-    ax.set_xticks(nodes)
-    ax.set_yscale("log")
-    ax.set_xlabel("nodes serving reads (primary + standbys)")
-    ax.set_ylabel("queries/s, all nodes (log)")
-    ax.set_title("Read throughput by node count (median, 95% interval)", fontsize=10)
-    ax.legend(fontsize=7)
-    ax2.plot(nodes, nodes, color="grey", ls=":", lw=1, label="linear")
-    pub = [(n, v) for n, v in ((3, 2.5), (5, 4.8)) if n in nodes]
-    ax2.scatter([n for n, _ in pub], [v for _, v in pub], marker="s", facecolor="none", edgecolor="tab:orange",
-                s=70, zorder=3, label="article (separate VMs)")
-    ax2.set_xticks(nodes)
-    ax2.set_xlabel("nodes serving reads")
-    ax2.set_ylabel("queries/s over queries/s of 1 node, per block")
-    note = placement.summary(a.manifest)
-    ax2.set_title("Speed-up over 1 node\n" + ("(nodes share one machine: not a scale-out)"
-                                              if len(placement.machines(a.manifest)) == 1 else ""), fontsize=10)
-    ax2.legend(fontsize=7)
-    fig.text(0.01, -0.04, note, fontsize=7, wrap=True)
-    fig.tight_layout()
-    return figures.save(fig, out, "reads_by_nodes")

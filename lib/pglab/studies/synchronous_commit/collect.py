@@ -8,10 +8,7 @@ Every point's raw output is written before anything is parsed; analysis lives in
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +16,15 @@ from pglab.errors import ProcessError
 from pglab.hosts.inventory import Inventory
 from pglab.nodes import topology
 from pglab.nodes.node import Node
-from pglab.runs import preflight, sweep
-from pglab.runs.cleanup import Session
-from pglab.runs.params import validate
-from pglab.runs.resume import measured_run
+from pglab.runs import preflight, tools
+from pglab.runs.opening import Plan, study_run
+from pglab.runs.session import Session
 from pglab.runs.store import Point, RunStore
 from pglab.runs.sweep import Group, Planned, plan_blocks
 from pglab.studies.synchronous_commit import STUDY
 from pglab.studies.synchronous_commit.params import Params
-from pglab.workloads import cpu, pgbench, waits
+from pglab.workloads import observed, pgbench
+from pglab.workloads.observed import Watch
 
 DB = "bench"
 
@@ -57,41 +54,28 @@ def check(p: Params, inventory: Inventory) -> None:
 def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: str = "custom",
             inventory: Inventory | None = None, progress: bool = True, resume: Path | None = None) -> Path:
     """Run the study (or resume the run folder ``resume``); returns the raw run folder."""
-    p = params if isinstance(params, Params) else validate(Params, params, f"{STUDY} parameters")
-    inventory = inventory or Inventory()
-    check(p, inventory)
-    points = plan(p)
-    with measured_run(STUDY, p, points, p.baseline, data_root=data_root, profile=profile, inventory=inventory,
-                      resume=resume, tls=p.tls) as (store, s):
+    with study_run(STUDY, Params, params, check, lambda p, _: Plan(plan(p), p.baseline), data_root=data_root,
+                   profile=profile, inventory=inventory, resume=resume) as run:
+        p, s, store = run.p, run.s, run.store
         primary, standby = _topology(s, p, store)
         clients = _clients(s, p, primary, standby)
         cores = int(store.manifest["hosts"][clients[primary.name].host.name].get("cores", 2))
         _initialise(primary, store, p)
-        hosts = [s.host(h) for h in p.hosts]
-        nodes = {"primary": primary, "standby": standby}
-        with waits.sampler(p.wait_sample_ms) as sampler:
 
-            def measure(pl: Planned, point: Point) -> str | None:
-                def watch() -> AbstractContextManager:  # wait events over the workload's measured window
-                    return waits.recording(sampler, point, nodes, delay_s=p.warmup_s)
+        def measure(pl: Planned, point: Point, watch: Watch) -> str | None:
+            return _measure(s, pl, point, primary, standby, p, cores, clients, watch)
 
-                with cpu.during(hosts, point):
-                    return _measure(s, pl, point, primary, standby, p, cores, clients, watch)
-
-            sweep.run(store, points, measure, desc=STUDY, progress=progress)
+        observed.run(run, measure, desc=STUDY, progress=progress)
     return store.dir
 
 
 def _topology(s: Session, p: Params, store: RunStore) -> tuple[Node, Node]:
-    s.deploy.open(p.hosts)  # every host first: pg_hba admits exactly their data addresses
     settings = {"max_connections": p.max_connections(), **p.server_settings}
     topo = topology.streaming(s.deploy, p.primary_host, [(p.standby_name, p.standby_host)], method="FIRST",
                               count=1, settings=settings)
     primary, standby = topo.primary, topo.standbys[0]
     primary.query(f"create database {DB}")
-    store.manifest["tools"] = {
-        prog: primary.host.run([primary.bin(prog), "--version"]).stdout.strip()
-        for prog in ("postgres", "pgbench", "pg_basebackup")}
+    tools.record(store, tools.versions(primary.host, primary.bindir, ("postgres", "pgbench", "pg_basebackup")))
     store.manifest["topology"] = {**topo.describe(), **s.deploy.where()}
     store.save()
     return primary, standby
@@ -141,9 +125,9 @@ def set_level(primary: Node, level: str, standby_name: str, timeout: float = 10)
 
 
 def _measure(s: Session, pl: Planned, point: Point, primary: Node, standby: Node, p: Params, cores: int,
-             clients: dict[str, topology.Client],
-             watch: Callable[[], AbstractContextManager] = contextlib.nullcontext) -> str | None:
-    """One point; None when it measured, else why not."""
+             clients: dict[str, topology.Client], watch: Watch) -> str | None:
+    """One point; None when it measured, else why not. Wait events over the workload's measured window."""
+    nodes = {"primary": primary, "standby": standby}
     kind = pl.group.factors["kind"]
     level = pl.config if kind == "write" else p.standby_read_level
     point.meta.update(set_level(primary, level, p.standby_name), level=level, warmup_s=p.warmup_s)
@@ -156,7 +140,7 @@ def _measure(s: Session, pl: Planned, point: Point, primary: Node, standby: Node
         log, remote = pgbench.txlog_args(point, primary, cp) if p.transaction_log else ([], "")
         argv = pgbench.pgbench_argv(cp, DB, clients=c, jobs=p.jobs or min(c, cores), duration_s=p.seconds,
                                     progress_s=1, extra=log)
-        with watch():
+        with watch(nodes, p.warmup_s):
             code = pgbench.run(primary, point, argv, timeout=timeout, client=cp).exit_code
         if remote:
             point.meta["txlogs"] = pgbench.fetch_txlogs(point, primary, remote, cp)
@@ -165,7 +149,7 @@ def _measure(s: Session, pl: Planned, point: Point, primary: Node, standby: Node
                                 no_vacuum=True, progress_s=1)
     if pl.config == "idle":
         primary.wait_for_replay(standby)
-        with watch():
+        with watch(nodes, p.warmup_s):
             code = pgbench.run(standby, point, read, timeout=timeout, client=cs).exit_code
         return None if code == 0 else f"pgbench exited {code}"
     # Loaded: the primary's write load runs across the whole read window, measured per node.
@@ -174,7 +158,7 @@ def _measure(s: Session, pl: Planned, point: Point, primary: Node, standby: Node
     bg = s.track_background(pgbench.start(primary, point, write, prefix="primary_", client=cp))  # listed at once
     try:
         time.sleep(1.0)
-        with watch():
+        with watch(nodes, p.warmup_s):
             reads = pgbench.run(standby, point, read, timeout=timeout, client=cs).exit_code
         writes = pgbench.collect(bg, point, "primary_", timeout=timeout).exit_code
     finally:

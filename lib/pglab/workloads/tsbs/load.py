@@ -46,7 +46,7 @@ ENV_PARAMS: dict[str, str] = {
     "PGTARGETSESSIONATTRS": "target_session_attrs", "PGKRBSRVNAME": "krbsrvname", "PGSSLMINPROTOCOLVERSION":
     "ssl_min_protocol_version", "PGSSLMAXPROTOCOLVERSION": "ssl_max_protocol_version",
 }
-# What every loader connection adds (ignored by libpq on Unix sockets): as pglab.nodes.node.TCP_KEEPALIVE.
+# What every loader connection adds (ignored by libpq on Unix sockets): as pglab.nodes.connection.TCP_KEEPALIVE.
 TCP_KEEPALIVE: dict[str, Any] = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5,
                                  "keepalives_count": 3, "tcp_user_timeout": 30000}
 TIMEOUT_S = 300.0  # default limit of one round trip (BEGIN, COPY or COMMIT)

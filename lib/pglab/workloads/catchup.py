@@ -1,55 +1,33 @@
 """One replication measurement: a provider workload, then the wait until the subscriber has caught up.
 
-No threads: the caller's loop polls the workload's exit (``Background.running``), samples the
-system's lag at its own interval into a CSV, and after the workload ends polls the subscriber. The
+No threads: the caller's loop polls the workload's exit (``Background.running``), ticks the lag sampler
+(``pglab.workloads.lag``) at its own interval, and after the workload ends polls the subscriber. The
 resolution of a catch-up time is the poll interval plus one poll's queries (both recorded).
 """
 
 from __future__ import annotations
 
-import csv
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from pglab.hosts.base import Background
 from pglab.replication.base import System
+from pglab.workloads.lag import LagSampler
 
 LAG_COLUMNS = ("t_s", "phase", "lag_bytes", "lag_s", "lag_events")
 
 
-class LagSampler:
-    """Writes ``System.lag()`` to a CSV every ``interval_s`` (times relative to ``t0``); a no-op if disabled."""
-
-    def __init__(self, system: System, path: Path | None, interval_s: float, t0: float):
-        self.system, self.interval_s, self.t0 = system, interval_s, t0
-        self.samples = 0
-        self._next = t0
-        self._file: IO[str] | None = path.open("w", newline="") if path else None
-        self._writer = csv.writer(self._file) if self._file else None
-        if self._writer:
-            self._writer.writerow(LAG_COLUMNS)
-
-    def tick(self, phase: str, force: bool = False) -> None:
-        """Sample if the interval has passed. A failed query is a gap in the CSV, not a failed point."""
-        now = time.monotonic()
-        if self._writer is None or (now < self._next and not force):
-            return
-        self._next = now + self.interval_s
-        try:
-            lag: dict[str, Any] = self.system.lag()
-        except Exception as exc:  # noqa: BLE001  (the catch-up check decides the point's fate, not the sampler)
-            lag = {"lag_events": None, "error": type(exc).__name__}
-        self._writer.writerow([f"{now - self.t0:.3f}", phase,
-                               *(_fmt(lag.get(k)) for k in ("lag_bytes", "lag_s", "lag_events"))])
-        self.samples += 1
-
-    def close(self) -> None:
-        if self._file:
-            self._file.close()
-            self._file = None
+def lag_rows(system: System, t_s: float, phase: str) -> list[list[str]]:
+    """One sample of ``System.lag()``. A failed query is a gap in the CSV, not a failed point."""
+    try:
+        lag: dict[str, Any] = system.lag()
+    except Exception as exc:  # noqa: BLE001  (the catch-up check decides the point's fate, not the sampler)
+        lag = {"lag_events": None, "error": type(exc).__name__}
+    return [[f"{t_s:.3f}", phase, *(_fmt(lag.get(k)) for k in ("lag_bytes", "lag_s", "lag_events"))]]
 
 
 def _fmt(v: float | None) -> str:
@@ -86,7 +64,7 @@ def run_and_catch_up(system: System, start: Callable[[], Background], *, lag_csv
     committed within ``catchup_timeout_s`` (a provider stuck on a synchronous standby) raises QueryTimeout.
     """
     t0 = time.monotonic()
-    sampler = LagSampler(system, lag_csv, lag_interval_s, t0)
+    sampler = LagSampler(lag_csv, LAG_COLUMNS, partial(lag_rows, system), lag_interval_s, t0)
     proc = start()
     try:
         while proc.running():

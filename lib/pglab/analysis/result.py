@@ -1,0 +1,96 @@
+"""What a study's analysis returns and writes: one dataclass for the tables every study derives, one writer.
+
+Each study's ``analyze`` reads its run with ``read_run``, extends ``Analysis`` with its own tables (more
+fields, more files in ``tables``) and ends with ``Analysis.finish``: every table to ``derived`` as CSV,
+the metrics to metrics.json, then the figures. One writer, so that every study writes its files the same
+way and the same raw run gives the same bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Self
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from pglab.analysis import figures, tables
+from pglab.analysis.window import pgbench_window
+from pglab.runs.store import load_manifest, write_json
+
+FLOAT_FORMAT = "%.6g"  # six significant digits: more than a measurement has, and stable between platforms
+
+
+def read_run(run_dir: Path, values: tables.PointValues = pgbench_window, nodes: dict[str, str] | None = None
+             ) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
+    """The run's manifest, its measured points and its failed ones; a run with nothing measured is refused."""
+    manifest = load_manifest(run_dir)
+    points, failed = tables.points_table(run_dir, values, nodes)
+    if points.empty:
+        raise ValueError(f"{run_dir}: no successful measurement to analyze ({len(failed)} failed points)")
+    return manifest, points, failed
+
+
+def run_metrics(manifest: dict[str, Any], failed: pd.DataFrame, comparison: pd.DataFrame,
+                points: pd.DataFrame | None = None) -> dict[str, Any]:
+    """What every study's metrics.json holds: the run, its failed points, the verdicts (and CPU steal)."""
+    out: dict[str, Any] = {"run_id": manifest["run_id"], "profile": manifest["profile"],
+                           "failed_points": len(failed),
+                           "verdicts": {row.claim: row.verdict for _, row in comparison.iterrows()}}
+    if points is not None:
+        out["steal_flagged_points"] = int(points.steal_flag.sum()) if "steal_flag" in points else 0
+    return out
+
+
+def verdicts_noise_floor(comparison: pd.DataFrame) -> float | None:
+    """The noise floor the verdicts use: the first claim's that has one."""
+    nf = comparison.noise_floor.dropna()
+    return round(float(nf.iloc[0]), 4) if len(nf) else None
+
+
+@dataclass(kw_only=True)
+class Analysis:
+    """What the notebook shows; every table is also written to ``derived`` (``tables``)."""
+
+    # tables written as they are (text, raw values), not rounded to FLOAT_FORMAT
+    EXACT: ClassVar[frozenset[str]] = frozenset({"failed_points.csv", "stalls.csv"})
+
+    run_dir: Path
+    manifest: dict[str, Any]
+    points: pd.DataFrame  # one row per measured point
+    failed: pd.DataFrame  # the points that failed, and why
+    summary: pd.DataFrame  # per group and configuration: median effect, its interval, the noise floor
+    ratios: pd.DataFrame  # the per-block ratios behind it
+    comparison: pd.DataFrame  # published vs reproduced: one row per claim, with its verdict
+    waits: pd.DataFrame  # wait-event shares per configuration
+    stalls: pd.DataFrame  # points with intervals of 0 tps in their measured window
+    metrics: dict[str, Any]  # what ``dvc metrics show`` lists
+    figures: dict[str, list[Path]] = field(default_factory=dict)
+
+    def ratio_lines(self) -> pd.DataFrame:
+        """One column per configuration of its median ratio: what `dvc plots` draws."""
+        raise NotImplementedError
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """File name (under ``derived``) -> table: every study's, and a subclass adds its own."""
+        return {"points.csv": self.points, "summary.csv": self.summary, "ratios.csv": self.ratios,
+                "ratio_lines.csv": self.ratio_lines(), "comparison.csv": self.comparison,
+                "failed_points.csv": self.failed, "waits.csv": self.waits, "stalls.csv": self.stalls}
+
+    def write(self, derived: Path) -> None:
+        for name, table in self.tables().items():
+            path = derived / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            table.to_csv(path, index=False, float_format=None if name in self.EXACT else FLOAT_FORMAT)
+        write_json(derived / "metrics.json", self.metrics)
+
+    def finish(self, derived_dir: str | Path, figures_dir: str | Path,
+               draw: Callable[[Self, Path], dict[str, list[Path]]]) -> Self:
+        """Write the tables and metrics, then draw the figures (``draw``: this analysis, the folder -> files)."""
+        self.write(Path(derived_dir))
+        figures.style()
+        self.figures = draw(self, Path(figures_dir))
+        plt.close("all")
+        return self

@@ -1,0 +1,68 @@
+"""What every study's ``collect()`` opens with, written once: a study states what differs, not the steps.
+
+The steps, in this order: the parameters validated whole (``pglab.runs.params``), the study's preflight
+(everything that can be known before a server starts), the plan, the run folder (new, or ``resume``
+once it is checked to be the same study, parameters, plan and machines: ``pglab.runs.resume``), the
+session that stops whatever the measurement starts, and every host of the run opened before the first
+node (pg_hba then admits exactly their data addresses). Each attempt's wall time goes to the
+manifest's ``wall_s`` (one entry per resume).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from pglab.hosts.inventory import Inventory
+from pglab.runs.params import validate
+from pglab.runs.resume import open_run
+from pglab.runs.session import Session, session
+from pglab.runs.store import RunStore
+from pglab.runs.sweep import Planned, plan_record
+
+P = TypeVar("P")  # a study's parameter model: seed, blocks, hosts, tls (if any), model_dump
+Found = TypeVar("Found")  # what a study's check found (systems to skip, TimescaleDB's version), or None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the run measures, as the manifest records it and a resume checks it (``sweep.plan_record``)."""
+
+    points: Sequence[Planned]
+    baseline: str
+    kept_across_blocks: Sequence[str] = field(default_factory=tuple)
+
+
+@dataclass
+class Opened(Generic[P]):
+    """An open run: its parameters, folder, session and points, and what the check found."""
+
+    p: P
+    store: RunStore
+    s: Session
+    points: list[Planned]
+    found: Any
+    started: float  # time.monotonic() when the run folder was open
+
+
+@contextlib.contextmanager
+def study_run(study: str, model: type[P], params: dict[str, Any] | P, check: Callable[[P, Inventory], Found],
+              plan: Callable[[P, Found], Plan], *, data_root: str | Path, profile: str,
+              inventory: Inventory | None, resume: Path | None) -> Iterator[Opened[P]]:
+    """Open the run of ``study``: ``check(p, inventory)`` raises PreflightError before anything starts,
+    ``plan(p, found)`` gets what it returned."""
+    p: Any = params if isinstance(params, model) else validate(model, params, f"{study} parameters")  # type: ignore[arg-type]
+    inventory = inventory or Inventory()
+    found = check(p, inventory)
+    planned = plan(p, found)
+    record = plan_record(planned.points, p.seed, planned.baseline, p.blocks, planned.kept_across_blocks)
+    store = open_run(data_root, study, profile, p.model_dump(), record, inventory, resume)
+    started = time.monotonic()
+    with session(inventory, store, tls=getattr(p, "tls", False)) as s:
+        s.deploy.open(p.hosts)  # every host first: pg_hba admits exactly their data addresses
+        yield Opened(p, store, s, list(planned.points), found, started)
+        store.manifest.setdefault("wall_s", []).append(round(time.monotonic() - started, 1))

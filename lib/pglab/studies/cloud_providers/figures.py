@@ -1,0 +1,157 @@
+"""The study's figures, each one function of the derived tables it shows (``analyze.draw`` picks them).
+
+Targets are named by the run, so their colours come from the run's target order (``figures.palette``).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from pglab.analysis import figures, tables
+from pglab.analysis.stats import median_interval
+
+
+def fig_init_phases(init_phases: pd.DataFrame, order: list[str], phase_order: list[str], scale: Any,
+                    out: Path) -> list[Path]:
+    """Stacked bars: median seconds of each pgbench -i phase per target."""
+    ph = init_phases[init_phases.phase != "total"]
+    wide = ph.pivot(index="target", columns="phase", values="median_s").reindex(
+        index=[t for t in order if t in set(ph.target)], columns=[p for p in phase_order if p in set(ph.phase)])
+    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.6 * len(wide)))
+    wide.plot.barh(stacked=True, ax=ax, colormap="tab10", width=0.6)
+    tot = init_phases[init_phases.phase == "total"].set_index("target")
+    for i, t in enumerate(wide.index):
+        if t in tot.index:
+            r = tot.loc[t]
+            ax.errorbar([r.median_s], [i], xerr=[[r.median_s - r.low_s], [r.high_s - r.median_s]], color="black",
+                        capsize=3, fmt="none")
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds (median over blocks; bar: interval of the total)")
+    ax.set_ylabel("")
+    ax.set_title(f"pgbench -i --fillfactor=90 --scale={scale}: time per phase and target", fontsize=10)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    return figures.save(fig, out, "init_phases")
+
+
+def fig_tps_over_time(timeseries: pd.DataFrame, stalls: pd.DataFrame, order: list[str], warmup_s: float,
+                      pal: dict[str, Any], out: Path) -> list[Path]:
+    """pgbench tps and latency per progress interval: one line per point, one colour per target."""
+    ts = timeseries[timeseries.kind == "pgbench"]
+    fig, axes = plt.subplots(2, 1, figsize=(9, 6.5), sharex=True)
+    for t in [t for t in order if t in set(ts.config)]:
+        first = True
+        for _, g in ts[ts.config == t].groupby("point"):
+            g = g.sort_values("time_s")
+            for ax, col in zip(axes, ("tps", "latency_ms"), strict=True):
+                ax.plot(g.time_s, g[col], color=pal[t], alpha=0.5, lw=1, label=t if first and col == "tps" else None)
+            first = False
+    for ax in axes:
+        ax.axvspan(0, warmup_s, color="grey", alpha=0.12, lw=0)
+    st = stalls[stalls.kind == "pgbench"] if len(stalls) else stalls
+    for r in st.itertuples():
+        for x in str(r.stall_times).split():
+            axes[0].axvline(float(x), color="red", lw=0.8, ls=":")
+    axes[0].set_ylabel("tps per progress interval")
+    axes[1].set_ylabel("latency average, ms")
+    axes[1].set_xlabel("seconds into the run (grey: warm-up, cut; red dotted: stalls, 0 tps)")
+    axes[0].legend(fontsize=8)
+    axes[0].set_title("pgbench --protocol=prepared: tps and latency over time, every point of every block",
+                      fontsize=10)
+    return figures.save(fig, out, "tps_over_time")
+
+
+def _dots(ax: plt.Axes, pts: pd.DataFrame, col: str, order: list[str], pal: dict[str, Any]) -> None:
+    ts = [t for t in order if t in set(pts.config)]
+    for i, t in enumerate(ts):
+        v = pd.to_numeric(pts[pts.config == t][col], errors="coerce").dropna()
+        ax.scatter([i] * len(v), v, color=pal[t], alpha=0.6, s=18)
+        med, lo, hi, _ = median_interval(v.to_numpy(dtype=float))
+        if not math.isnan(med):
+            ax.errorbar([i + 0.15], [med], yerr=[[med - lo], [hi - med]], color="black", marker="_", capsize=4)
+    ax.set_xlim(-0.5, len(ts) - 0.5)
+    ax.set_xticks(range(len(ts)), ts)
+
+
+def fig_sysbench(timeseries: pd.DataFrame, points: pd.DataFrame, order: list[str], test: str, pal: dict[str, Any],
+                 out: Path) -> list[Path]:
+    """sysbench tps and p95 over time (top) and per target (bottom: points, median and interval)."""
+    ts = timeseries[timeseries.kind == "sysbench"]
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7))
+    for t in [t for t in order if t in set(ts.config)]:
+        first = True
+        for _, g in ts[ts.config == t].groupby("point"):
+            g = g.sort_values("time_s")
+            axes[0][0].plot(g.time_s, g.tps, color=pal[t], alpha=0.5, lw=1, label=t if first else None)
+            axes[0][1].plot(g.time_s, g.p95_ms, color=pal[t], alpha=0.5, lw=1)
+            first = False
+    axes[0][0].set_ylabel("tps per report interval")
+    axes[0][1].set_ylabel("p95 latency per interval, ms")
+    for ax in axes[0]:
+        ax.set_xlabel("seconds into the run")
+    axes[0][0].legend(fontsize=8)
+    pts = points[(points.kind == "sysbench") & (points["copy"] == 1)]
+    _dots(axes[1][0], pts, "tps", order, pal)
+    _dots(axes[1][1], pts, "p95_ms", order, pal)
+    axes[1][0].set_ylabel("tps after the warm-up")
+    axes[1][1].set_ylabel("p95 latency of the run, ms")
+    fig.suptitle(f"sysbench {test}: over time (top), per target (bottom: points, median and interval)", y=1.0)
+    fig.tight_layout()
+    return figures.save(fig, out, "sysbench")
+
+
+def fig_ranking(summary: pd.DataFrame, rankings: dict[str, str], metrics: list[str], order: list[str],
+                baseline: Any, pal: dict[str, Any], out: Path) -> list[Path]:
+    """Each metric's ratio to the baseline per target: median, 95% interval, noise band; the ranking text.
+
+    ``metrics``: the metrics in the study's order; their titles and which way is better come from ``summary``.
+    """
+    s = summary
+    metrics = [m for m in metrics if m in set(s.metric)]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(2.9 * len(metrics) + 1, 4.2), squeeze=False)
+    for ax, m in zip(axes[0], metrics, strict=True):
+        g = s[s.metric == m].set_index("target")
+        ts = [t for t in order if t in g.index]
+        nf = g.noise_floor.dropna()
+        if len(nf):
+            ax.axhspan(1 - nf.iloc[0], 1 + nf.iloc[0], color="grey", alpha=0.15, lw=0)
+        for i, t in enumerate(ts):
+            r = g.loc[t]
+            if not pd.isna(r.ratio_low):
+                ax.errorbar([i], [r.ratio_to_baseline], yerr=[[r.ratio_to_baseline - r.ratio_low],
+                                                              [r.ratio_high - r.ratio_to_baseline]],
+                            color=pal[t], marker="o", capsize=3)
+            else:
+                ax.scatter([i], [r.ratio_to_baseline], color=pal[t])
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.set_xlim(-0.5, len(ts) - 0.5)
+        ax.set_xticks(range(len(ts)), ts, rotation=30)
+        ax.set_title(f"{g.title.iloc[0]}\n({g.better.iloc[0]} is better)", fontsize=9)
+        ax.set_xlabel(tables.wrap(rankings.get(m, ""), 28), fontsize=7)
+    axes[0][0].set_ylabel(f"ratio to {baseline} (same block)")
+    fig.suptitle("Ratios to the baseline per block: median and 95% interval; grey: A/A noise floor", y=1.03)
+    return figures.save(fig, out, "ranking")
+
+
+def fig_context(context: pd.DataFrame, order: list[str], out: Path) -> list[Path]:
+    """The article's Cloud SQL numbers beside ours (log scale): context only, not a comparison."""
+    c = context[context.metric.isin(["tps_excluding_connections", "total_time", "tps", "latency_p95"])]
+    labels = [f"{r.benchmark}\n{r.metric} ({r.unit})" for r in c.itertuples()]
+    cols = ["article: Cloud SQL", *[t for t in order if t in c]]
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    width = 0.8 / len(cols)
+    for j, col in enumerate(cols):
+        vals = pd.to_numeric(c[col], errors="coerce").to_numpy(dtype=float)
+        ax.bar(np.arange(len(c)) + (j - (len(cols) - 1) / 2) * width, np.where(np.isnan(vals), 0, vals), width,
+               label=col, hatch="//" if j == 0 else None, alpha=0.85)
+    ax.set_xticks(range(len(c)), labels, fontsize=8)
+    ax.set_yscale("log")
+    ax.legend(fontsize=8)
+    ax.set_title("Context only: the article's Cloud SQL (scale 10000, 1000 clients, 8 vCPU) vs this run's "
+                 "targets at their own scale", fontsize=9)
+    return figures.save(fig, out, "article_context")

@@ -1,0 +1,113 @@
+"""The study's figures, each one function of the derived tables it shows (``analyze.draw`` picks them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+
+from pglab.analysis import figures
+from pglab.studies.fdw_overhead.params import TARGETS
+
+PALETTE = figures.palette(TARGETS)
+
+
+def _group_order(groups: list[str]) -> list[str]:
+    return sorted(groups, key=lambda g: (not g.startswith("rw"), g))
+
+
+def fig_tps(points: pd.DataFrame, summary: pd.DataFrame, out: Path) -> list[Path]:
+    """Every point as a dot, the median and its interval as a bar, per group (workload x clients)."""
+    pts = points[points["copy"] == 1]
+    groups = _group_order(sorted(set(pts.group)))
+    targets = [t for t in TARGETS if t in set(pts.config)]
+    fig, axes = plt.subplots(1, len(groups), figsize=(3.6 * len(groups) + 1, 4.2), squeeze=False)
+    for ax, g in zip(axes[0], groups, strict=True):
+        p = pts[pts.group == g]
+        order = [t for t in targets if t in set(p.config)]
+        sns.stripplot(data=p, x="config", y="tps", order=order, hue="config", palette=PALETTE, ax=ax, jitter=False,
+                      size=4, alpha=0.6, legend=False)
+        s = summary[(summary.group == g)].set_index("target")
+        for i, t in enumerate(order):
+            if t in s.index and not pd.isna(s.loc[t, "tps_median"]):
+                r = s.loc[t]
+                ax.errorbar([i + 0.2], [r.tps_median], yerr=[[r.tps_median - r.tps_low], [r.tps_high - r.tps_median]],
+                            color="black", marker="_", capsize=4)
+        ax.set_yscale("log")
+        ax.set_title(g, fontsize=10)
+        ax.set_xlabel("")
+        ax.tick_params(axis="x", rotation=30)
+        ax.set_ylabel("tps in the measured window (log)" if ax is axes[0][0] else "")
+    fig.suptitle("pgbench tps by target (dots: points; bars: median and 95% interval over blocks)", y=1.02)
+    return figures.save(fig, out, "tps_by_target")
+
+
+def fig_factor(summary: pd.DataFrame, ref: pd.DataFrame, foreign: list[str], out: Path) -> list[Path]:
+    """Our overhead factor per ``foreign`` target and group beside the article's (``ref``), with the noise band."""
+    s = summary.dropna(subset=["factor"])
+    groups = _group_order(sorted(set(s.group)))
+    targets = [t for t in foreign if t in set(s.target)]
+    fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(groups) * max(1, len(targets)) / 2, 4.4))
+    width = 0.8 / max(1, len(targets) + 1)
+    labelled: set[str] = set()
+    for gi, g in enumerate(groups):
+        gs = s[s.group == g].set_index("target")
+        nf = gs.noise_floor.dropna()
+        if len(nf):
+            ax.fill_between([gi - 0.45, gi + 0.45], 1 - nf.iloc[0], 1 + nf.iloc[0], color="grey", alpha=0.15, lw=0)
+        kind, c = g.split("-")[0].upper(), int(g.split("-")[1][1:])
+        for ti, t in enumerate(targets):
+            x = gi + (ti - (len(targets) - 1) / 2) * width
+            if t in gs.index:
+                r = gs.loc[t]
+                ax.errorbar([x], [r.factor], yerr=[[r.factor - r.ci_low], [r.ci_high - r.factor]], color=PALETTE[t],
+                            marker="o", capsize=3, label=None if t in labelled else t)
+                labelled.add(t)
+            pub = ref[(ref.type == kind) & (ref.target == t) & (ref.clients == c)]
+            if len(pub):
+                ax.scatter([x], pub.factor, marker="s", facecolor="none", edgecolor=PALETTE[t], s=60, zorder=3,
+                           label=None if "article" in labelled else "article (open squares)")
+                labelled.add("article")
+    ax.set_xticks(range(len(groups)), groups)
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_ylabel("overhead factor = tps(local) / tps(target), log")
+    ax.set_title("What postgres_fdw costs: overhead factor per block, median and 95% interval\n"
+                 "(grey band: A/A noise floor; open squares: the article's factor)", fontsize=10)
+    ax.legend(fontsize=8)
+    return figures.save(fig, out, "overhead_factor")
+
+
+def fig_latency(latency: pd.DataFrame, out: Path) -> list[Path]:
+    lat = latency.melt(id_vars=["kind", "clients", "variant", "target"], value_vars=["p50_ms", "p95_ms", "p99_ms"],
+                       var_name="percentile", value_name="ms")
+    lat["group"] = lat.kind + " c" + lat.clients.astype(str)
+    groups = sorted(set(lat.group), key=lambda g: (not g.startswith("RW"), g))
+    fig, axes = plt.subplots(1, len(groups), figsize=(3.8 * len(groups) + 1, 4.0), squeeze=False)
+    for ax, g in zip(axes[0], groups, strict=True):
+        d = lat[lat.group == g]
+        order = [t for t in TARGETS if t in set(d.target)]
+        sns.barplot(data=d, x="target", y="ms", hue="percentile", order=order, ax=ax, errorbar=None)
+        ax.set_yscale("log")
+        ax.set_title(g, fontsize=10)
+        ax.set_xlabel("")
+        ax.tick_params(axis="x", rotation=30)
+        ax.set_ylabel("transaction latency, ms (log)" if ax is axes[0][0] else "")
+        if ax is not axes[0][-1]:
+            ax.get_legend().remove()
+    fig.suptitle("Latency percentiles by target, merged over every transaction of every block (pgbench -l)", y=1.02)
+    return figures.save(fig, out, "latency_by_target")
+
+
+def fig_round_trips(round_trips: pd.DataFrame, out: Path) -> list[Path]:
+    rt = round_trips[round_trips.statement != "all"]
+    wide = rt.assign(row=rt.workload + " " + rt.target).pivot_table(index="row", columns="statement",
+                                                                      values="per_transaction", aggfunc="sum")
+    wide = wide.reindex(sorted(wide.index, key=lambda r: (not r.startswith("RW"), r))).fillna(0.0)
+    return figures.stacked_bars(wide, out, "round_trips", width=8,
+                                xlabel="statements the source executed per pgbench transaction (pg_stat_statements)",
+                                title="Why: each statement is a round trip to the source (local: pgbench's own; "
+                                      "foreign: postgres_fdw's)")

@@ -1,0 +1,86 @@
+"""The study's figures, each one function of the derived tables it shows (``analyze.draw`` picks them)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from pglab.analysis import effects, figures, tables
+from pglab.analysis.effects import AA
+from pglab.studies.synchronous_commit.params import LEVELS
+
+LEVEL_ORDER = ["on", "remote_apply", "remote_write", "local", "off"]  # strictest first
+PALETTE = figures.palette(LEVELS)
+
+
+def fig_tps_by_clients(summary: pd.DataFrame, points: pd.DataFrame, out: Path) -> list[Path]:
+    w = summary.dropna(subset=["tps_median"])
+    pts = points[points.kind == "write"]
+    levels = [lvl for lvl in LEVEL_ORDER if lvl in set(w.level)]
+    counts = sorted(int(c) for c in w.clients.unique())
+    pos = {c: i for i, c in enumerate(counts)}
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for k, lvl in enumerate(levels):
+        g = w[w.level == lvl].sort_values("clients")
+        x = np.array([pos[int(c)] for c in g.clients]) + (k - len(levels) / 2) * 0.05
+        ax.errorbar(x, g.tps_median, yerr=[g.tps_median - g.tps_low, g.tps_high - g.tps_median], label=lvl,
+                    color=PALETTE[lvl], marker="o", capsize=3)
+        p = pts[pts.config == lvl]
+        ax.scatter([pos[int(c)] + (k - len(levels) / 2) * 0.05 for c in p.clients], p.tps, color=PALETTE[lvl], s=8,
+                   alpha=0.35)
+    ax.set_xticks(range(len(counts)), [str(c) for c in counts])
+    ax.set_yscale("log")
+    ax.set_xlabel("pgbench clients (-c), as measured")
+    ax.set_ylabel("tps in the measured window (log scale)")
+    ax.set_title(f"Primary write throughput by synchronous_commit level\n(median and "
+                 f"{tables.caption(w.rename(columns={'tps_method': 'ci_method', 'tps_n': 'n'}))}; dots: points)")
+    ax.legend(title="synchronous_commit", fontsize=8)
+    return figures.save(fig, out, "tps_by_clients")
+
+
+def fig_ratio(summary: pd.DataFrame, ref: pd.DataFrame, out: Path) -> list[Path]:
+    """Reproduced ratios to ``on`` beside the published ones (``ref``: the article's table with its ratios)."""
+    s = summary.dropna(subset=["median"])
+    levels = [lvl for lvl in LEVEL_ORDER if lvl in set(s.level)] + ([AA] if (s.level == AA).any() else [])
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11.5, 4.4), sharey=True)
+    tables.ratio_panel(ax1, s.rename(columns={"level": "config"}), levels, PALETTE)
+    for lvl in levels:
+        r = ref[ref.synchronous_commit == lvl]
+        if len(r):
+            ax2.plot(r.clients.astype(str), r.ratio_to_on, marker="s", color=PALETTE[lvl], label=lvl)
+    ax1.set_title("reproduced: per-block ratio, median and 95% interval\n(grey band: A/A noise floor)",
+                  fontsize=10)
+    ax2.set_title("published (article 002, SATA HDD)", fontsize=10)
+    for ax in (ax1, ax2):
+        ax.set_yscale("log")
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.set_xlabel("clients")
+    ax1.set_ylabel("tps / tps(on), log scale")
+    ax1.legend(title="synchronous_commit", fontsize=8)
+    fig.suptitle("Cost of each level relative to synchronous_commit=on", y=1.05)
+    return figures.save(fig, out, "ratio_to_on")
+
+
+def fig_standby_reads(reads: pd.DataFrame, out: Path) -> list[Path]:
+    r = reads.copy()
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    order = [c for c in ("loaded", AA) if c in set(r.config)]
+    sns.stripplot(data=r, x="config", y="ratio", order=order, ax=ax, jitter=False, size=6)  # jitter is random
+    for i, c in enumerate(order):
+        med, lo, hi, _ = effects.interval(r[r.config == c].ratio.to_numpy())
+        ax.errorbar([i + 0.25], [med], yerr=[[med - lo], [hi - med]], color="black", marker="_", capsize=4)
+    nf = effects.noise_floor(r[r.config == AA].ratio)
+    if not math.isnan(nf):
+        ax.axhspan(1 - nf, 1 + nf, color="grey", alpha=0.15, lw=0)
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_xticks(range(len(order)), ["primary loaded / idle", "idle again / idle (A/A)"][:len(order)])
+    ax.set_xlabel("")
+    ax.set_ylabel("standby select-only tps, ratio within a block")
+    ax.set_title("Standby reads with the primary under write load\n(dots: blocks; bars: median and 95% interval; "
+                 "band: noise floor)", fontsize=10)
+    return figures.save(fig, out, "standby_reads")
