@@ -33,6 +33,11 @@ def _imports(path: Path, package: str) -> set[str]:
                 mod = node.module or ""
             names.add(mod)
             names.update(f"{mod}.{a.name}" for a in node.names)  # `from pkg import module`
+        elif isinstance(node, ast.List):  # [sys.executable, "-m", "pglab.x", ...]: a program it runs
+            items = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
+            names.update(f"{b}.__main__" if module_file(f"{b}.__main__") else b
+                         for a, b in zip(items, items[1:], strict=False)
+                         if a == "-m" and isinstance(b, str) and b.startswith("pglab."))
     return {n for n in names if n == "pglab" or n.startswith("pglab.")}
 
 

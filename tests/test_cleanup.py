@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, postgres_pids
+from conftest import REPO, WORKDIR, postgres_pids
 from pglab.hosts import procs
 from pglab.hosts.base import Host
 from pglab.hosts.inventory import HostEntry, Inventory
@@ -63,8 +63,8 @@ def status(manifest: Path) -> dict[str, Any]:
 
 
 def mktemp_workspace() -> str:
-    """An empty folder shaped like a pglab workspace (``/tmp/pglab-XXXXXX``)."""
-    return subprocess.run(["mktemp", "-d", "/tmp/pglab-XXXXXX"], capture_output=True, text=True,
+    """An empty folder shaped like a pglab workspace, in the inventory's default workdir (conftest.WORKDIR)."""
+    return subprocess.run(["mktemp", "-d", f"{WORKDIR}/pglab-XXXXXX"], capture_output=True, text=True,
                           check=True).stdout.strip()
 
 

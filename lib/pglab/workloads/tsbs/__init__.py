@@ -300,6 +300,3 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"batch {s['batch']}, commit p50 {s['commit_p50_ms']} ms p99 {s['commit_p99_ms']} ms")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,32 @@
+"""Every script in bench/ runs at its ``--tiny`` size, so an API change cannot break a benchmark unseen.
+
+A tiny run checks that the script works end to end (servers started and stopped, figures printed); it
+says nothing about the goals: ``make bench`` runs the scripts at their real sizes.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO, workspaces
+
+SCRIPTS = sorted(p.name for p in (REPO / "bench").glob("*.py") if p.name not in ("common.py", "tiny.py"))
+
+
+def test_every_bench_script_is_here() -> None:
+    assert {"parse_speed.py", "analyze_speed.py", "harness_overhead.py", "lag_sampler_overhead.py",
+            "wait_sampler_cost.py", "tsbs_loader.py"} <= set(SCRIPTS)
+
+
+@pytest.mark.servers
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_a_tiny_run_prints_its_figures(script: str) -> None:
+    before = workspaces()
+    res = subprocess.run([sys.executable, f"bench/{script}", "--tiny"], cwd=REPO, capture_output=True,
+                         text=True, timeout=300)
+    assert res.returncode == 0, f"{script} --tiny: exit {res.returncode}\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}"
+    assert "Traceback" not in res.stderr
+    assert any(ch.isdigit() for ch in res.stdout), f"{script} printed no figure:\n{res.stdout}"
+    assert workspaces() == before  # whatever it started, it stopped and removed
