@@ -1,8 +1,10 @@
 # The two commands of the README. Both set up what they need first (scripts/bootstrap.sh).
 SHELL := /bin/bash
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
+# pytest-xdist workers: most server tests wait on the clock (pgbench -T), so 4 fit on 2 cores
+TEST_WORKERS ?= 4
 
-.PHONY: repro test setup lock lint lab clean-leftovers
+.PHONY: repro test bench setup lock lint lab clean-leftovers
 
 ## make repro: every study at its default profile on this machine, figures at the end
 repro: setup
@@ -11,8 +13,15 @@ repro: setup
 
 ## make test: unit, integration (real servers, real sshd), nbval on the notebooks
 test: setup
-	pytest -q --durations=25 --nbval-lax --nbval-sanitize-with notebooks/nbval_sanitize.cfg notebooks tests
+	pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=25 --nbval-lax --nbval-sanitize-with notebooks/nbval_sanitize.cfg notebooks tests
 	ruff check lib tests bench
+
+## make bench: every script in bench/ at its real size, each printing its figures against its goal
+## (the suite runs each at --tiny, so none breaks unseen; see the README's Benchmarks section)
+bench: setup
+	@failed=; for s in bench/parse_speed.py bench/analyze_speed.py bench/tsbs_loader.py bench/harness_overhead.py \
+	  bench/wait_sampler_cost.py bench/lag_sampler_overhead.py; do echo "== $$s"; python $$s || failed="$$failed $$s"; \
+	  done; if [ -n "$$failed" ]; then echo "goal not met or script failed:$$failed"; exit 1; fi
 
 ## make setup: Debian packages, .venv from requirements.lock, DVC, the nbstripout git filter
 setup:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from _pytest.nodeid import coerce_node_id
 from pglab.hosts.base import Host
 from pglab.hosts.inventory import HostEntry, Inventory, load_inventory
 from pglab.hosts.local import LocalHost
@@ -148,3 +149,46 @@ def processes_mentioning(text: str) -> dict[int, str]:
         if text in cmd:
             found[int(entry)] = cmd
     return found
+
+
+# -- scheduling under pytest-xdist (`make test` runs `-n 4 --dist loadgroup`) ------------------------------
+# Tests that share something expensive run in one worker, in file order: the cells of a notebook (nbval
+# runs them in one kernel), and the tests of a module that use its module-scoped fixture (a collected
+# study, a server, a checkout: else every worker that got one of them would build it again). The tests
+# of test_lab.py stop and repair their own lab, so they stay together too.
+WHOLE_MODULES = {"test_lab.py"}
+
+
+def _group(item: pytest.Item) -> str | None:
+    path = Path(str(item.fspath))
+    if path.suffix == ".ipynb":
+        return f"nb-{path.stem}"
+    if path.name in WHOLE_MODULES:
+        return f"mod-{path.name}"
+    info = getattr(item, "_fixtureinfo", None)
+    shared = sorted(name for name, defs in (info.name2fixturedefs.items() if info else ())
+                    if any(d.scope == "module" and Path(str(d.baseid).split("::")[0]).name == path.name for d in defs))
+    return f"mod-{path.name}-{shared[0]}" if shared else None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the xdist_group markers
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Group what must not be split (above), and start the slow files first: a 2-core machine runs the
+    suite in the time of its longest worker, so the multi-minute tests must not be the last handed out."""
+    for item in items:
+        if (g := _group(item)) is not None:
+            item.add_marker(pytest.mark.xdist_group(g))
+            if getattr(config.option, "loadgroup", False) and not item.nodeid.endswith(f"@{g}"):
+                # what xdist's worker does itself, for every item: it skips non-Function items (nbval's
+                # cells), and under pytest 9 its `item._nodeid = ...` no longer renames the item
+                item._id = coerce_node_id(f"{item.nodeid}@{g}")
+        if Path(str(item.fspath)).suffix == ".ipynb":
+            item.add_marker(pytest.mark.slow)  # each notebook collects its study's smoke profile
+    slow: dict[str, int] = {}
+    first_seen: dict[str, int] = {}
+    for i, item in enumerate(items):
+        first_seen.setdefault(str(item.fspath), i)
+        if item.get_closest_marker("slow"):
+            slow[str(item.fspath)] = slow.get(str(item.fspath), 0) + 1
+    # stable, and a file's items stay together (module-scoped fixtures are set up once per worker)
+    items.sort(key=lambda it: (-slow.get(str(it.fspath), 0), first_seen[str(it.fspath)]))

@@ -216,6 +216,7 @@ def run(server: Server, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path,
     return d, a, ps
 
 
+@pytest.mark.slow
 def test_a_server_given_only_by_connection_string_is_measured_end_to_end(run: tuple, server: Server) -> None:
     d, a, _ = run
     m = json.loads((d / "manifest.json").read_text())

@@ -74,6 +74,7 @@ def outputs(checkout: Path) -> dict[str, str]:
     return digests(checkout, *(f"figures/{s}/*" for s in STUDIES), *(f"data/derived/{s}/*.csv" for s in STUDIES))
 
 
+@pytest.mark.slow
 def test_repro_twice_then_analysis_change(checkout: Path) -> None:
     out = sh(checkout, "dvc", "repro", timeout=1200)
     for study in STUDIES:
@@ -182,6 +183,7 @@ EDITS = [
     ("lib/pglab/parsers/pgbench.py", {"analyze@{s}"}),
     ("lib/pglab/hosts/lab/__init__.py", set()),  # the lab: only `pglab lab` and tests run it
     ("lib/pglab/analysis/figures.py", {"analyze@{s}"}),
+    ("lib/pglab/studies/synchronous_commit/figures.py", {"analyze@synchronous_commit"}),
     ("lib/pglab/app/cli.py", set()),
     ("notebooks/fdw_overhead.ipynb", {"analyze@fdw_overhead"}),
     ("lib/pglab/studies/cloud_providers/collect.py", {"collect@cloud_providers"}),
@@ -214,6 +216,7 @@ def test_an_edit_reruns_only_the_stages_that_run_it(pulled: Path, edited: str, e
         path.write_bytes(original)
 
 
+@pytest.mark.slow
 def test_a_fresh_clone_regenerates_every_figure_from_the_shipped_runs(pulled: Path, tmp_path: Path) -> None:
     """`dvc pull` from the remote inside the repository, offline; then nothing is measured again."""
     clone = pulled

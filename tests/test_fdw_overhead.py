@@ -75,6 +75,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
                            progress=False)
 
 
+@pytest.mark.slow
 def test_every_target_reaches_the_same_rows_and_ext_ro_refuses_writes(run: Path) -> None:
     checks = json.loads((run / "checks" / "checks.json").read_text())
     assert checks["consistent"] is True and checks["problems"] == []
@@ -86,6 +87,7 @@ def test_every_target_reaches_the_same_rows_and_ext_ro_refuses_writes(run: Path)
     assert checks["isolation"] == dict.fromkeys(ALL, "repeatable read")
 
 
+@pytest.mark.slow
 def test_every_point_ran_under_repeatable_read_with_retries_counted(run: Path, tmp_path: Path) -> None:
     a = analyze.analyze(run, tmp_path / "d", tmp_path / "f", REPO / "data" / "reference")
     assert a.failed.empty, a.failed

@@ -81,6 +81,7 @@ def test_nodes_listen_on_their_data_address_and_admit_only_the_run_hosts(lab_inv
     assert all(not postgres_pids(b) for b in bases)
 
 
+@pytest.mark.slow
 def test_tls_verify_full_for_clients_and_replication(lab_inventory: Inventory) -> None:
     inv = lab_inventory
     with session(inv, tls=True) as s:
@@ -106,6 +107,7 @@ def _namespace_pids(namespace: str) -> list[int]:
     return [int(p) for p in out.split()]
 
 
+@pytest.mark.slow
 def test_standby_host_dies_mid_run_the_point_fails_and_nothing_is_left(lab_inventory: Inventory,
                                                                        tmp_path: Path) -> None:
     """The synchronous standby's host (its sshd and its servers) is killed while the study runs."""
@@ -173,6 +175,7 @@ def _notebook(study: str, inventory_path: str, tmp: Path) -> tuple[dict, Path]:
     return load_manifest(runs[-1]), out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("study", ["synchronous_commit", "logical_replication", "fdw_overhead", "cloud_providers"])
 def test_smoke_lab_profiles_run_across_three_hosts(lab_inventory: Inventory, tmp_path: Path, study: str) -> None:
     """The notebooks at their smoke_lab profile: nodes on lab1 and lab2, pgbench on lab3, analysed."""
@@ -245,6 +248,7 @@ def test_streaming_with_standbys_on_two_other_hosts(lab_inventory: Inventory, me
         assert {sb.host.name for sb in topo.standbys} == {"lab2", "lab3"}
 
 
+@pytest.mark.slow
 def test_streaming_scale_out_across_four_hosts(lab_inventory: Inventory, tmp_path: Path) -> None:
     """The study's smoke_lab profile: primary on lab1, standbys on lab2 and lab3, loader and queries on lab4.
     The scale-out verdicts are "not measurable here" because the lab hosts are one machine."""

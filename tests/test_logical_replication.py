@@ -37,6 +37,7 @@ def metas(run: Path) -> dict[str, dict]:
     return {p.parent.name: json.loads(p.read_text()) for p in run.glob("*/meta.json")}
 
 
+@pytest.mark.slow
 def test_broken_subscriber_is_caught_and_the_sweep_goes_on(tmp_path: Path, inventory: Inventory) -> None:
     """Replication stopped mid-run -> failed (not caught up); a row lost on the subscriber -> inconsistent.
 
@@ -131,6 +132,7 @@ def test_bad_parameters_name_the_key_and_start_nothing(tmp_path: Path, inventory
     assert not (tmp_path / "raw").exists() and not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_exception_mid_run_stops_servers_and_daemons(tmp_path: Path, inventory: Inventory) -> None:
     """An unexpected error while Londiste runs: workers, pgqd, copy processes and both servers are stopped."""
     seen: dict[str, object] = {}
@@ -190,6 +192,7 @@ def test_sigterm_mid_run_stops_servers_and_daemons(tmp_path: Path) -> None:
     subprocess.run(["rm", "-rf", ws])
 
 
+@pytest.mark.slow
 def test_daemons_and_servers_are_gone_after_a_complete_study(tmp_path: Path, inventory: Inventory) -> None:
     run = collect.collect(tiny(systems=["slony"], clients=[1], run_seconds=1), data_root=tmp_path, profile="test",
                           inventory=inventory, progress=False)

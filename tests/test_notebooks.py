@@ -92,6 +92,7 @@ SITECUSTOMIZE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.servers
 def test_a_notebook_run_shows_its_data_root_and_leaks_no_password(tmp_path: Path) -> None:
     """The smoke run through papermill and nbconvert: the generated password is in none of its outputs."""

@@ -19,6 +19,7 @@ from pglab.runs.session import session
 pytestmark = pytest.mark.servers
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("system_cls", [Slony, Londiste], ids=lambda c: c.name)
 def test_trigger_replication(inventory: Inventory, system_cls: type[System]) -> None:
     pids: list[int] = []

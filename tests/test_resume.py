@@ -39,6 +39,7 @@ def finished_points(run: Path) -> dict[str, dict]:
     return out
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumes_at_its_first_unfinished_point(tmp_path: Path) -> None:
     pfile = tmp_path / "p.yaml"
     pfile.write_text(yaml.safe_dump({"profile": "t", "profiles": {"t": PARAMS}}))

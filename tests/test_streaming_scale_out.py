@@ -100,6 +100,7 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, analyze.A
     return run, a
 
 
+@pytest.mark.slow
 @pytest.mark.servers
 def test_every_mode_is_in_effect(smoke_run: tuple[Path, analyze.Analysis]) -> None:
     run, a = smoke_run

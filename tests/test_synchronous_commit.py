@@ -33,6 +33,7 @@ def tiny(**kw: object) -> dict:
             "standby_read_blocks": 1, "standby_read_seconds": 2, "fsync_test_seconds": 0, **kw}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("placed", ["local", "ssh", "lab"], indirect=True)
 def test_every_level_is_in_effect_in_the_benchmark_session(placed: tuple[Inventory, tuple[str, str, str]]) -> None:
     """Lab: primary on lab1, synchronous standby on lab2, the client on lab3 (TCP to lab1's address)."""
@@ -110,6 +111,7 @@ def files_containing(root: Path, text: str) -> list[str]:
     return [str(p) for p in root.rglob("*") if p.is_file() and text.encode() in p.read_bytes()]
 
 
+@pytest.mark.slow
 def test_collect_writes_raw_first(smoke_run: Path) -> None:
     manifest = json.loads((smoke_run / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["points"]["failed"] == 0
