@@ -17,10 +17,10 @@ key's full path, all problems at once.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 
 from pglab.errors import ParameterError
 
@@ -40,6 +40,26 @@ def not_reserved(settings: dict, reserved: set[str], owner: str) -> dict:
     if clash:
         raise ValueError(f"{', '.join(clash)} are set by {owner}")
     return settings
+
+
+class StudyParams(BaseModel):
+    """What every study's parameter model checks alike: list fields whose entries must not repeat
+    (``UNIQUE``), and server settings the study sets itself (``RESERVED``, set by ``RESERVED_BY``),
+    each reported at its own key as a field validator would."""
+
+    model_config = ConfigDict(extra="forbid")
+    UNIQUE: ClassVar[tuple[str, ...]] = ()
+    RESERVED: ClassVar[set[str]] = set()
+    RESERVED_BY: ClassVar[str] = "the study itself"
+
+    @field_validator("*")
+    @classmethod
+    def _shared_rules(cls, v: Any, info: ValidationInfo) -> Any:
+        if info.field_name in cls.UNIQUE and v is not None:
+            return unique_items(v)
+        if info.field_name == "server_settings":
+            return not_reserved(v, cls.RESERVED, cls.RESERVED_BY)
+        return v
 
 
 def validate(model: type[M], data: dict[str, Any], source: str) -> M:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
+from pydantic import Field, PositiveInt, model_validator
 
-from pglab.runs.params import not_reserved, unique_items
+from pglab.runs.params import StudyParams
 
 Target = Literal["local", "FDW_local", "FDW_external", "FDW_ext_ro"]
 TARGETS: tuple[str, ...] = ("local", "FDW_local", "FDW_external", "FDW_ext_ro")
@@ -17,8 +17,11 @@ RESERVED = {"port", "listen_addresses", "unix_socket_directories", "shared_prelo
             "default_transaction_isolation", "pg_stat_statements.track"}
 
 
-class Params(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Params(StudyParams):
+    UNIQUE = ("targets", "rw_clients", "ro_clients", "protocols", "fetch_sizes",
+              "remote_estimates")  # list fields whose entries must not repeat
+    RESERVED = RESERVED
+    RESERVED_BY = "the study itself"  # who sets the RESERVED server settings
 
     targets: list[Target] = Field(min_length=2)  # what pgbench runs against (see docs/fdw_overhead.md)
     baseline: Target = "local"  # every block runs it twice (A/A); overhead factor = baseline tps / target tps
@@ -46,16 +49,6 @@ class Params(BaseModel):
     server_settings: dict[str, str | int | float | bool] = Field(default_factory=dict)  # on both instances
     client_timeout_s: PositiveInt = 600  # any pgbench run longer than seconds plus this is killed, point failed
     seed: int = 1  # order of the points
-
-    @field_validator("targets", "rw_clients", "ro_clients", "protocols", "fetch_sizes", "remote_estimates")
-    @classmethod
-    def _unique(cls, v: list) -> list:
-        return unique_items(v)
-
-    @field_validator("server_settings")
-    @classmethod
-    def _not_reserved(cls, v: dict) -> dict:
-        return not_reserved(v, RESERVED, "the study itself")
 
     @model_validator(mode="after")
     def _consistent(self) -> Params:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
 
-from pglab.runs.params import not_reserved, unique_items
+from pglab.runs.params import StudyParams
 
 SystemName = Literal["streaming", "builtin", "pglogical", "slony", "londiste"]
 SYSTEMS: tuple[str, ...] = ("streaming", "builtin", "pglogical", "slony", "londiste")
@@ -35,8 +35,10 @@ class LondisteTiming(BaseModel):
     parallel_copies: PositiveInt = 4  # tables copied at once during the initial copy
 
 
-class Params(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Params(StudyParams):
+    UNIQUE = ("systems", "clients")  # list fields whose entries must not repeat
+    RESERVED = RESERVED
+    RESERVED_BY = "the study or the replication systems"  # who sets the RESERVED server settings
 
     systems: list[SystemName] = Field(min_length=1)  # systems to compare (seeded random order per block)
     clients: list[PositiveInt] = Field(min_length=1)  # pgbench -c sweep on the provider
@@ -62,16 +64,6 @@ class Params(BaseModel):
     server_settings: dict[str, str | int | float | bool] = Field(default_factory=dict)  # on every node
     client_timeout_s: PositiveInt = 600  # a pgbench run longer than run_seconds + this is stopped
     seed: int = 1  # the order of the systems within each block (pglab.runs.sweep.plan_blocks)
-
-    @field_validator("systems", "clients")
-    @classmethod
-    def _unique(cls, v: list) -> list:
-        return unique_items(v)
-
-    @field_validator("server_settings")
-    @classmethod
-    def _not_reserved(cls, v: dict) -> dict:
-        return not_reserved(v, RESERVED, "the study or the replication systems")
 
     @property
     def hosts(self) -> list[str]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
+from pydantic import Field, PositiveInt, model_validator
 
-from pglab.runs.params import not_reserved, unique_items
+from pglab.runs.params import StudyParams
 
 Mode = Literal["none", "async", "sync_write", "remote_write", "sync_apply", "per_transaction"]
 MODES: tuple[str, ...] = ("none", "async", "sync_write", "remote_write", "sync_apply", "per_transaction")
@@ -24,8 +24,10 @@ RESERVED = {"port", "listen_addresses", "unix_socket_directories", "synchronous_
             "synchronous_standby_names", "primary_conninfo", "primary_slot_name", "hot_standby"}
 
 
-class Params(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Params(StudyParams):
+    UNIQUE = ("modes", "layouts", "read_nodes", "query_types", "read_layouts")  # no entry twice
+    RESERVED = RESERVED
+    RESERVED_BY = "the study itself (the modes)"  # who sets the RESERVED server settings
 
     modes: list[Mode] = Field(default_factory=lambda: ["none", "async", "sync_write", "sync_apply"], min_length=2)
     baseline: Literal["none"] = "none"  # every block runs it twice (A/A); each mode's rows/s is divided by it
@@ -64,16 +66,6 @@ class Params(BaseModel):
     server_settings: dict[str, str | int | float | bool] = Field(default_factory=dict)  # on every node
     client_timeout_s: PositiveInt = 600  # a load or read longer than this is killed and its point failed
     seed: int = 1  # the generated rows, the query parameters and the order of the points
-
-    @field_validator("modes", "layouts", "read_nodes", "query_types", "read_layouts")
-    @classmethod
-    def _unique(cls, v: list | None) -> list | None:
-        return v if v is None else unique_items(v)
-
-    @field_validator("server_settings")
-    @classmethod
-    def _not_reserved(cls, v: dict) -> dict:
-        return not_reserved(v, RESERVED, "the study itself (the modes)")
 
     @model_validator(mode="after")
     def _consistent(self) -> Params:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
+from pydantic import Field, PositiveInt, field_validator, model_validator
 
-from pglab.runs.params import not_reserved, unique_items
+from pglab.runs.params import StudyParams
 
 Level = Literal["off", "local", "remote_write", "on", "remote_apply"]
 LEVELS: tuple[str, ...] = ("off", "local", "remote_write", "on", "remote_apply")
@@ -15,8 +15,10 @@ RESERVED = {"port", "synchronous_commit", "synchronous_standby_names", "primary_
             "listen_addresses", "unix_socket_directories"}
 
 
-class Params(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Params(StudyParams):
+    UNIQUE = ("levels", "clients")  # list fields whose entries must not repeat
+    RESERVED = RESERVED
+    RESERVED_BY = "the study itself"  # who sets the RESERVED server settings
 
     levels: list[Level] = Field(min_length=1)  # synchronous_commit levels to compare
     baseline: Level = "on"  # every block runs it twice (A/A); the other levels are divided by it
@@ -58,16 +60,6 @@ class Params(BaseModel):
             raise ValueError(f"warmup_s={self.warmup_s:g} leaves no measured window in seconds={self.seconds} "
                              f"or standby_read_seconds={self.standby_read_seconds}")
         return self
-
-    @field_validator("levels", "clients")
-    @classmethod
-    def _unique(cls, v: list) -> list:
-        return unique_items(v)
-
-    @field_validator("server_settings")
-    @classmethod
-    def _not_reserved(cls, v: dict) -> dict:
-        return not_reserved(v, RESERVED, "the study itself")
 
     @property
     def hosts(self) -> list[str]:
