@@ -7,12 +7,13 @@ import contextlib
 import os
 import signal
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 from _pytest.nodeid import coerce_node_id
+from pglab.errors import ParameterError
 from pglab.hosts.base import Host
 from pglab.hosts.inventory import HostEntry, Inventory, load_inventory
 from pglab.hosts.local import LocalHost
@@ -134,6 +135,14 @@ def workspaces() -> set[str]:
     return {str(p) for p in Path(WORKDIR).glob("pglab-??????") if p.is_dir()}
 
 
+
+
+def refused_with_key(collect: Callable[..., Path], cases: dict[str, dict], data_root: Path) -> None:
+    """Each case's parameters are refused by ``collect`` with a ParameterError that names the case's key."""
+    for key, params in cases.items():
+        with pytest.raises(ParameterError) as exc:
+            collect(params, data_root=data_root, progress=False)
+        assert key in str(exc.value), (key, str(exc.value))
 
 
 def processes_mentioning(text: str) -> dict[int, str]:

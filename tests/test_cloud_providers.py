@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, workspaces
+from conftest import REPO, refused_with_key, workspaces
 from pglab.errors import ParameterError, PreflightError
 from pglab.hosts.inventory import Inventory
 from pglab.nodes.node import Node
@@ -55,10 +55,7 @@ def test_bad_parameters_name_the_problem_and_start_nothing(tmp_path: Path) -> No
         "cleints: Extra inputs are not permitted": tiny(cleints=3),
     }
     before = workspaces()
-    for key, params in cases.items():
-        with pytest.raises(ParameterError) as exc:
-            collect.collect(params, data_root=tmp_path, progress=False)
-        assert key in str(exc.value), (key, str(exc.value))
+    refused_with_key(collect.collect, cases, tmp_path)
     with pytest.raises(PreflightError, match="elsewhere"):
         collect.collect(tiny(client_host="elsewhere"), data_root=tmp_path, progress=False)
     assert workspaces() == before  # not even a workspace was made

@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO, workspaces
-from pglab.errors import ParameterError, PreflightError
+from conftest import REPO, refused_with_key, workspaces
+from pglab.errors import PreflightError
 from pglab.runs.params import validate
 from pglab.runs.sweep import AA_SUFFIX
 from pglab.studies.fdw_overhead import analyze, collect
@@ -36,10 +36,7 @@ def test_bad_parameters_name_the_problem_and_start_nothing(tmp_path: Path) -> No
         "protocols.0": tiny(protocols=["binary"]),
         "shared_preload_libraries": tiny(server_settings={"shared_preload_libraries": "auto_explain"}),
     }
-    for key, params in cases.items():
-        with pytest.raises(ParameterError) as exc:
-            collect.collect(params, data_root=tmp_path, progress=False)
-        assert key in str(exc.value), str(exc.value)
+    refused_with_key(collect.collect, cases, tmp_path)
     with pytest.raises(PreflightError, match="elsewhere"):
         collect.collect(tiny(external_host="elsewhere"), data_root=tmp_path, progress=False)
     assert workspaces() == before  # no server folder was even created
