@@ -130,6 +130,11 @@ def test_a_backend_that_ignores_the_cancel_is_cut_off(node: Node) -> None:
     node.query_timeout_s = 2.0
     assert node.query("select 1") == [(1,)]
     pid = node._conn.info.backend_pid  # our own server's backend, by PID
+    deadline = time.monotonic() + 10  # stopped only once it waits for our next query: else, on a busy
+    while time.monotonic() < deadline:  # machine, it may be stopped before it reports that wait
+        if node.query_fresh(f"select wait_event from pg_stat_activity where pid = {pid}") == [("ClientRead",)]:
+            break
+        time.sleep(0.05)
     os.kill(pid, signal.SIGSTOP)
     try:
         t0 = time.monotonic()
