@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import fcntl
 import json
 import shutil
 import subprocess
@@ -23,11 +24,17 @@ STUDY = "synchronous_commit"
 
 
 def _real_run() -> Path:
-    """The pipeline's synchronous_commit run, else an archived one (`dvc pull` fills data/raw)."""
-    if not (RUN / "manifest.json").exists():  # a fresh clone: the reference run is in the in-repo remote
-        dvc = Path(sys.executable).parent / "dvc"
-        subprocess.run([str(dvc), "pull", "-q", f"collect@{STUDY}"], cwd=REPO, check=True, timeout=300,
-                       capture_output=True)
+    """The pipeline's synchronous_commit run, else an archived one (`dvc pull` fills data/raw).
+
+    Under a lock: xdist workers share the checkout, and a run copied while another worker's pull is
+    still writing it has half its files."""
+    (REPO / ".dvc" / "tmp").mkdir(exist_ok=True)  # DVC's own scratch folder, ignored by git
+    with open(REPO / ".dvc" / "tmp" / "pglab-test-pull.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (RUN / "manifest.json").exists():  # a fresh clone: the reference run is in the in-repo remote
+            dvc = Path(sys.executable).parent / "dvc"
+            subprocess.run([str(dvc), "pull", "-q", f"collect@{STUDY}"], cwd=REPO, check=True, timeout=300,
+                           capture_output=True)
     assert (RUN / "manifest.json").exists(), "dvc pull did not restore the reference run"
     return RUN
 
