@@ -35,7 +35,9 @@ def test_a_tiny_run_prints_its_figures(script: str, tmp_path: Path) -> None:
         extra = ["--data-root", str(data)]
     res = subprocess.run([sys.executable, f"bench/{script}", "--tiny", *extra], cwd=REPO, capture_output=True,
                          text=True, timeout=300)
-    assert res.returncode == 0, f"{script} --tiny: exit {res.returncode}\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}"
-    assert "Traceback" not in res.stderr
+    # exit 1 with its figures printed: a goal not met, which a tiny size under a loaded suite may miss;
+    # what must not happen is a crash (a traceback) or any other exit
+    assert res.returncode in (0, 1), f"{script} --tiny: exit {res.returncode}\n{res.stderr[-2000:]}"
+    assert "Traceback" not in res.stderr, res.stderr[-2000:]
     assert any(ch.isdigit() for ch in res.stdout), f"{script} printed no figure:\n{res.stdout}"
     assert workspaces() == before  # whatever it started, it stopped and removed
