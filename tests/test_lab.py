@@ -121,6 +121,10 @@ def test_ssh_login_to_each_host_checks_its_key_and_lands_in_its_namespace(the_la
             assert facts["netns"] != own_netns  # another network...
             assert (facts["machine_id"], facts["boot_id"]) == (machine_id, boot_id)  # ...on this machine
             seen.add(facts["netns"])
+            # its own empty HOME: a login never runs this machine's ~/.bashrc (here it runs `pyenv
+            # rehash`, whose lock a killed login leaves behind, and every later login then waits 60 s)
+            env = host.run(["sh", "-c", 'echo "$HOME"; ls -A "$HOME"; command -v pyenv || true']).stdout
+            assert env.splitlines() == [str(the_lab.home_dir(h))]
             # the server user can make its folders in the workdir, with a socket path that fits
             made = host.run(["mktemp", "-d", f"{h.workdir}/pglab-XXXXXX"], as_user="postgres").stdout.strip()
             assert len(f"{made}/s/.s.PGSQL.65535") <= 107

@@ -43,6 +43,10 @@ def _sshd_config(lab: Lab, h: LabHost) -> str:
         "X11Forwarding no",
         "AllowAgentForwarding no",
         "PermitUserEnvironment no",
+        # The lab host's own, empty home: a login never runs the control user's shell startup files.
+        # Root's ~/.bashrc here runs `pyenv rehash`, which takes a machine-wide lock file; a lab host
+        # killed mid-login (a test's dead standby) left that lock, and every later login waited 60 s.
+        f'SetEnv "HOME={lab.home_dir(h)}"',
         "MaxStartups 100:30:200",
         "MaxSessions 64",
         "LogLevel INFO",
@@ -169,6 +173,7 @@ def _public_key(path: Path) -> str:
 def _ensure_sshd(lab: Lab, h: LabHost, echo: Echo) -> None:
     d = lab.host_dir(h)
     d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    lab.home_dir(h).mkdir(mode=0o700, exist_ok=True)
     key = d / "ssh_host_ed25519_key"
     fresh_key = False
     if not (key.exists() and key.with_name(key.name + ".pub").exists()):

@@ -116,6 +116,10 @@ class Lab:
     def host_dir(self, host: LabHost | str) -> Path:
         return self.state_dir / "hosts" / (host if isinstance(host, str) else host.name)
 
+    def home_dir(self, host: LabHost | str) -> Path:
+        """The host's HOME for SSH logins: its own, so no login runs the control user's dotfiles."""
+        return self.host_dir(host) / "home"
+
     def sshd_config_path(self, host: LabHost) -> Path:
         return self.host_dir(host) / "sshd_config"
 
