@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 import pytest
 from conftest import REPO
-from pglab.app import comparable, notebook
+from pglab.app import comparable, notebook, side_by_side
 from pglab.app.cli import main
 from pglab.app.comparable import MISSING, NOTE, REFUSE
 from pglab.errors import NotComparableError
@@ -193,7 +193,7 @@ def edit_manifest(run: Path, **tools: str) -> None:
 
 def test_side_by_side_tables(tmp_path: Path, manifest: dict[str, Any]) -> None:
     a, b = run_copy(tmp_path / "a"), run_copy(tmp_path / "b", reproduced=1.3)
-    t = comparable.side_by_side(a, b)
+    t = side_by_side.side_by_side(a, b)
     assert set(t) == {"hosts", "placement", "tools", "parameters", "effects"}
     assert list(t["hosts"].columns) == ["fact", "a", "b", "same"] and t["hosts"]["same"].all()
     host = next(iter(manifest["hosts"]))
@@ -221,7 +221,7 @@ def test_an_archived_run_without_derived_tables_is_analyzed_now(tmp_path: Path, 
             _comparison(1.5).to_csv(Path(derived_dir) / "comparison.csv", index=False)
 
     monkeypatch.setattr("pglab.studies.module", lambda study, part: FakeAnalyze)
-    e = comparable.effects_table(a, b, reference_dir=tmp_path / "ref")
+    e = side_by_side.effects_table(a, b, reference_dir=tmp_path / "ref")
     assert calls == [(b.resolve(), tmp_path / "ref")]
     assert list(e["reproduced_b"]) == [1.5, 1.0] and e.attrs["sources"]["b"].startswith("analyzed now")
 
@@ -229,7 +229,7 @@ def test_an_archived_run_without_derived_tables_is_analyzed_now(tmp_path: Path, 
         raise ImportError("the analysis cannot read this run")
 
     monkeypatch.setattr("pglab.studies.module", broken)
-    e = comparable.effects_table(a, b)
+    e = side_by_side.effects_table(a, b)
     assert list(e["reproduced_a"]) == [1.285, 1.0] and e["reproduced_b"].isna().all()
     assert "analysis failed: ImportError" in e.attrs["sources"]["b"]
 
@@ -290,3 +290,16 @@ def test_notebook_compare_runs(tmp_path: Path) -> None:
         notebook.compare_runs(a, b)
     mixed = notebook.compare_runs(a, b, allow_mixed=True)
     assert mixed is not None and list(mixed["differences"]["field"]) == ["tools.pgbench"]
+
+
+def test_runs_that_lack_different_points_are_refused(manifest: dict[str, Any]) -> None:
+    """Two runs missing different points average different blocks: refused unless --allow-mixed."""
+    a, b = copy.deepcopy(manifest), copy.deepcopy(manifest)
+    assert "failed_points" not in a and comparable.failed_points(a) == []  # recorded before the list: none failed
+    b["failed_points"] = ["write-b02-c004-off"]
+    assert fields(comparable.differences(a, b), REFUSE) == ["failed_points"]
+    with pytest.raises(NotComparableError, match="failed_points"):
+        comparable.check_comparable(a, b)
+    assert fields(comparable.check_comparable(a, b, allow_mixed=True), REFUSE) == ["failed_points"]
+    a["failed_points"] = ["write-b02-c004-off"]
+    assert comparable.differences(a, b) == []  # the same point missing in both: comparable

@@ -70,8 +70,10 @@ def test_broken_subscriber_is_caught_and_the_sweep_goes_on(tmp_path: Path, inven
     assert "pgbench_accounts" in lost["mismatched"]
     assert fine["status"] == "ok" and fine["consistent"] is True and fine["generation"] == 3
     assert fine2["status"] == "ok" and fine2["generation"] == 3  # the pair is kept across blocks
-    assert m["status"] == "complete" and m["systems"]["builtin"]["generations"] == 3
+    # every point was tried, two were not measured: partial, never complete, and the manifest says which
+    assert m["status"] == "partial" and m["systems"]["builtin"]["generations"] == 3
     assert m["points"] == {"total": 4, "ok": 2, "failed": 1, "inconsistent": 1}
+    assert m["failed_points"] == calls[:2]
     assert m["plan"]["kept_across_blocks"] == ["builtin provider/subscriber pair"]
     assert 0 < m["measurement_share"] < 1
     assert not postgres_pids(m["workspaces"]["local"])

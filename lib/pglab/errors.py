@@ -72,6 +72,11 @@ class NotComparableError(UserError):
                          f"pass {override} to compare them anyway (the output then says what was mixed)")
 
 
+class RunAborted(PglabError):
+    """The run cannot go on (a node died, a host stopped answering, a disk filled): it ends at once,
+    with the point that showed it recorded as failed, instead of failing every later point alike."""
+
+
 class ProcessError(PglabError):
     """A command exited non-zero or timed out."""
 

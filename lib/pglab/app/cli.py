@@ -36,7 +36,7 @@ def cmd_analyze(a: argparse.Namespace) -> int:
 
 def cmd_compare(a: argparse.Namespace) -> int:
     """The differences first; refused (exit 2) unless --allow-mixed, after the facts side by side, then the tables."""
-    from pglab.app import comparable
+    from pglab.app import comparable, side_by_side
     from pglab.runs.store import load_manifest
 
     runs = [comparable.find_run(a.data_root, r) for r in (a.run_a, a.run_b)]
@@ -48,7 +48,7 @@ def cmd_compare(a: argparse.Namespace) -> int:
     refused = bool(comparable.refused(diffs)) and not a.allow_mixed
     if comparable.refused(diffs) and a.allow_mixed:
         print(f"pglab: {comparable.mixing_message(diffs)}")
-    for name, table in comparable.side_by_side(*runs, reference_dir=a.reference, effects=not refused).items():
+    for name, table in side_by_side.side_by_side(*runs, reference_dir=a.reference, effects=not refused).items():
         sources = table.attrs.get("sources")
         print(f"\n{name}" + (f" (a: {sources['a']}; b: {sources['b']})" if sources else "") + ":")
         print(table.to_string(index=False) if len(table) else "(none)")

@@ -15,7 +15,7 @@ from typing import Any
 from pglab.app import exits
 from pglab.hosts.inventory import Inventory, load_inventory
 from pglab.runs.params import profile_values, validate
-from pglab.runs.store import load_manifest, pipeline_dir, publish
+from pglab.runs.store import load_manifest, pipeline_dir, points_not_ok_summary, publish
 from pglab.studies import STUDIES, module
 
 
@@ -36,13 +36,16 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
                                        "params/hosts.yaml; `pglab lab up` writes params/lab.yaml)")
     c.add_argument("--data-root", default="data")
     c.add_argument("--quiet", action="store_true", help="no progress bar")
+    c.add_argument("--accept-failed", action="store_true",
+                   help="publish a partial run (some points failed) to data/raw/<study> all the same")
     c.add_argument("--resume", nargs="?", const="", metavar="RUN",
                    help="continue an interrupted or killed run (a run folder or id; default: the newest "
                         "unfinished run of the study) at its first unfinished point, with the same parameters")
 
 
 def collect(a: argparse.Namespace) -> int:
-    """Measure into the archive; publish to data/raw/<study> only a run that ended complete."""
+    """Measure into the archive; publish to data/raw/<study> only a run that ended complete (every planned
+    point measured), or a partial one with ``--accept-failed``."""
     name, p, inventory = load_params(a.study, a.params, a.profile, a.inventory)
     resume = None
     if a.resume is not None:
@@ -53,11 +56,18 @@ def collect(a: argparse.Namespace) -> int:
     run = module(a.study, "collect").collect(p, data_root=a.data_root, profile=name, inventory=inventory,
                                              progress=not a.quiet, resume=resume)
     status = load_manifest(run).get("status")
-    if status != "complete":  # measured, but something could not be stopped: not the pipeline's run
-        print(f"pglab: run {run} ended {status}: run `pglab cleanup`; not published to "
-              f"{pipeline_dir(a.data_root, a.study)}", file=sys.stderr)
+    dest = pipeline_dir(a.data_root, a.study)
+    if status == "partial" and not a.accept_failed:
+        print(f"pglab: run {run} is partial: {points_not_ok_summary(run)}. It stays in the archive and was "
+              f"not published to {dest} (pass --accept-failed to publish it all the same)", file=sys.stderr)
+        return exits.PARTIAL
+    if status not in ("complete", "partial"):  # measured, but something could not be stopped
+        print(f"pglab: run {run} ended {status}: run `pglab cleanup`; not published to {dest}", file=sys.stderr)
         return 1
-    publish(run, pipeline_dir(a.data_root, a.study))
+    if status == "partial":
+        print(f"pglab: publishing partial run {run} as asked (--accept-failed): {points_not_ok_summary(run)}",
+              file=sys.stderr)
+    publish(run, dest)
     print(f"run archived in {run}; the pipeline's copy is {pipeline_dir(a.data_root, a.study)}")
     return 0
 

@@ -1,4 +1,5 @@
-"""Exit codes, one place: user errors 2, process errors 1, Ctrl-C 130; one line on stderr, no traceback."""
+"""Exit codes, one place: user errors 2, process errors 1, a partial run 3, Ctrl-C 130; one line on stderr,
+no traceback."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import sys
 from collections.abc import Callable
 
 from pglab.errors import ParseError, PglabError, UserError
+
+OK, PROCESS, USER, PARTIAL, INTERRUPTED = 0, 1, 2, 3, 130  # the README's table "Exit codes"
 
 
 def run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:

@@ -19,10 +19,10 @@ from typing import Any
 
 from pglab.analysis import placement
 from pglab.app.paths import repo_root
-from pglab.errors import ParameterError, UserError
+from pglab.errors import ParameterError, RunAborted, UserError
 from pglab.hosts.inventory import load_inventory
 from pglab.runs.params import profile_values
-from pglab.runs.store import analysis_run, archive_dir, load_manifest, pipeline_dir, publish
+from pglab.runs.store import analysis_run, archive_dir, load_manifest, pipeline_dir, points_not_ok_summary, publish
 from pglab.studies import module
 
 # The run-level parameters every study notebook declares (besides the study's own).
@@ -100,8 +100,11 @@ def run(study: str, namespace: dict[str, Any], *, progress: bool = True) -> Any:
         run_dir = module(study, "collect").collect(values, data_root=data, profile=label, inventory=inv,
                                                    progress=progress)
         status = load_manifest(run_dir).get("status")
+        if status == "partial":
+            raise RunAborted(f"run {run_dir} is partial: {points_not_ok_summary(run_dir)}; it stays in the "
+                             "archive and was not published (`pglab collect --accept-failed` publishes one)")
         if status != "complete":
-            raise UserError(f"run {run_dir} ended {status}: run `pglab cleanup` (the run was not published)")
+            raise RunAborted(f"run {run_dir} ended {status}: run `pglab cleanup` (the run was not published)")
         publish(run_dir, pipeline_dir(data, study))
     run_dir = analysis_run(data, study)
     if run_dir is None:
@@ -109,6 +112,18 @@ def run(study: str, namespace: dict[str, Any], *, progress: bool = True) -> Any:
                         f"{archive_dir(data, study)}: run `pglab collect {study}` or `dvc pull` first")
     return module(study, "analyze").analyze(run_dir, data / "derived" / study, figs / study,
                                             root / "data" / "reference")
+
+
+def assert_every_point_measured(result: Any) -> None:
+    """The check cell's last word: a run with a failed point is not a result (AssertionError naming them)."""
+    failed = result.failed
+    if len(failed):
+        lines = [f"  {r.point}: {r.status}: {(str(r.error).strip().splitlines() or [''])[0][:200]}"
+                 for r in failed.head(10).itertuples()]
+        more = f"\n  ... and {len(failed) - 10} more (failed_points.csv)" if len(failed) > 10 else ""
+        raise AssertionError(f"{len(failed)} point(s) failed; the verdicts above rest on an incomplete run:\n"
+                             + "\n".join(lines) + more)
+    print(f"{len(result.points)} points measured, none failed")
 
 
 def where_nodes_ran(manifest: dict[str, Any]) -> list[dict[str, Any]]:
@@ -134,7 +149,7 @@ def compare_runs(run_a: str | Path, run_b: str | Path, allow_mixed: bool = False
     ``allow_mixed``; the facts side by side are shown first all the same. In a notebook the tables are
     displayed (and None returned); elsewhere they are returned.
     """
-    from pglab.app import comparable
+    from pglab.app import comparable, side_by_side
 
     root = repo_root()
     # a folder relative to the working directory or to the checkout (notebooks run in notebooks/), else a run id
@@ -144,7 +159,7 @@ def compare_runs(run_a: str | Path, run_b: str | Path, allow_mixed: bool = False
     diffs = comparable.differences(*manifests)
     refused = bool(comparable.refused(diffs)) and not allow_mixed
     tables: dict[str, Any] = {"differences": comparable.differences_table(diffs)}
-    tables.update(comparable.side_by_side(*runs, reference_dir=reference_dir or root / "data" / "reference",
+    tables.update(side_by_side.side_by_side(*runs, reference_dir=reference_dir or root / "data" / "reference",
                                           effects=not refused))
     shell = sys.modules["IPython"].get_ipython() if "IPython" in sys.modules else None
     if shell is not None:

@@ -72,6 +72,7 @@ class Node(Target):
     fixed: dict[str, Any] = field(default_factory=dict)
     hba_addresses: tuple[str, ...] = ("127.0.0.1",)  # data addresses of the run's hosts
     _conn: Any = field(default=None, repr=False)
+    up: bool = field(default=False, repr=False)  # started and not stopped on purpose: down = it died
 
     @property
     def host(self) -> Host:
@@ -148,6 +149,7 @@ class Node(Target):
             # the server's own libpq connections (walreceiver, subscriptions) use this host's passfile
             self._as_server([self.bin("pg_ctl"), "-D", self.data_dir, "-l", self.log_file, "-w",
                              "-t", str(int(timeout)), "start"], timeout=timeout + 10, env=self.ws.libpq_env())
+            self.up = True
         except ProcessError as exc:
             raise ProcessError(exc.host, exc.command, exc.exit_code, exc.stdout,
                                exc.stderr + "\n" + self.log_tail(), exc.timed_out) from None
@@ -156,6 +158,7 @@ class Node(Target):
     def stop(self, mode: str = "fast") -> None:
         """Stop if running; fall back to immediate so that nothing is left behind."""
         self.close()
+        self.up = False
         if not self.is_running():
             return
         res = self._as_server([self.bin("pg_ctl"), "-D", self.data_dir, "-m", mode, "-w", "-t", "60", "stop"],

@@ -30,7 +30,7 @@ from pglab.runs.process_groups import group_alive, wait_until
 from pglab.runs.store import MANIFEST, now, write_json
 
 # A run's status once it is over and nothing of it runs any more (its index entry can go).
-FINAL = ("complete", "failed", "interrupted", "killed")
+FINAL = ("complete", "partial", "failed", "interrupted", "killed")
 # Statuses ``pglab cleanup`` acts on: the run never cleaned up, or its cleanup left something.
 UNFINISHED = ("running", "cleanup_failed")
 # the folder name Workspace.create makes (mktemp pglab-XXXXXX): nothing else is taken for a workspace

@@ -18,6 +18,8 @@ from pglab.hosts.inventory import Inventory
 from pglab.runs.leftovers import UNFINISHED, CleanupReport, _clean_run, _inventory_for, _run_in_progress
 from pglab.runs.store import MANIFEST, RunStore, archive_dir, git_revision, load_manifest, runs
 
+DONE = ("complete", "partial")  # every planned point was tried: nothing to resume
+
 
 class ResumeError(UserError):
     """The run cannot be resumed as asked; nothing was started."""
@@ -25,7 +27,7 @@ class ResumeError(UserError):
 
 def latest_unfinished(data_root: str | Path, study: str) -> Path:
     """The newest archived run of ``study`` that did not complete."""
-    found = [r for r in runs(archive_dir(data_root, study)) if load_manifest(r).get("status") != "complete"]
+    found = [r for r in runs(archive_dir(data_root, study)) if load_manifest(r).get("status") not in DONE]
     if not found:
         raise ResumeError(f"no unfinished {study} run under {archive_dir(data_root, study)} to resume")
     return found[-1]
@@ -57,8 +59,9 @@ def resumable(run_dir: Path, parameters: dict[str, Any], plan: dict[str, Any],
     run_dir = Path(run_dir)
     manifest = load_manifest(run_dir)
     status = manifest.get("status")
-    if status == "complete":
-        raise ResumeError(f"{run_dir}: the run completed; there is nothing to resume")
+    if status in DONE:
+        raise ResumeError(f"{run_dir}: the run ended {status} (every planned point was tried); there is nothing "
+                          "to resume: start a new run")
     if status == "running" and _run_in_progress(manifest):
         raise ResumeError(f"{run_dir}: the run is still in progress (pid {manifest.get('pid')})")
     problems = [f"parameter {d}" for d in differences(manifest.get("parameters", {}), json.loads(

@@ -31,6 +31,8 @@ from pglab.runs.process_groups import group_alive, wait_until
 from pglab.runs.signals import deferred_signals, sigterm_as_interrupt
 from pglab.runs.store import RunStore
 
+HEALTH_TIMEOUT_S = 20.0  # a host that takes longer to run `true` is not fit to measure on
+
 
 class Session:
     """The resources of one study run, released in a safe order.
@@ -119,6 +121,27 @@ class Session:
                 if entry["pid"] == proc.pid and entry["host"] == proc.host.name:
                     entry["stopped"] = True
             self.store.save()
+
+    def health(self) -> str | None:
+        """Why the run cannot go on, or None: a host that no longer answers, a node that should run and
+        does not (with the last lines of its server log). Asked after a failed point, not before each."""
+        for name, host in self.hosts.items():
+            try:
+                host.run(["true"], timeout=HEALTH_TIMEOUT_S)
+            except Exception as exc:  # noqa: BLE001  (SSH and socket errors as much as ProcessError)
+                first = (str(exc).strip().splitlines() or [""])[0][:200]
+                return f"host {name} does not answer ({type(exc).__name__}: {first})"
+        for node in self.nodes:
+            try:
+                if not node.up or node.is_running():
+                    continue
+            except Exception:  # noqa: BLE001  (its host answered a moment ago: try the next node)
+                continue
+            tail = (_quietly(node.log_tail, 8) or "").rstrip()
+            return (f"node {node.name} on host {node.host.name} is not running any more"
+                    + (f"; the last lines of its server log ({node.log_file}):\n" +
+                       "\n".join(f"    {line}" for line in tail.splitlines()) if tail else ""))
+        return None
 
     def close(self, failed: bool) -> list[dict[str, Any]]:
         """Stop processes, then primaries (sync names reset first), then standbys.
@@ -230,7 +253,7 @@ def session(inventory: Inventory, store: RunStore | None = None, tls: bool = Fal
     with sigterm_as_interrupt():
         try:
             yield s
-            outcome = "complete"
+            outcome = "complete" if store is None or not store.points_not_ok() else "partial"
         except KeyboardInterrupt:
             outcome, in_flight = "interrupted", True
             raise
@@ -249,14 +272,18 @@ def session(inventory: Inventory, store: RunStore | None = None, tls: bool = Fal
                     outcome = "interrupted"
                 status = "cleanup_failed" if leftovers else outcome
                 if store:
-                    extra: dict[str, Any] = {"leftovers": leftovers, "outcome": outcome}
+                    extra: dict[str, Any] = {"leftovers": leftovers, "outcome": outcome,
+                                             "failed_points": list(_quietly(store.points_not_ok) or {})}
                     if noted:
                         extra["signals_during_cleanup"] = [signal.Signals(n).name for n in noted]
                     store.finish(status, **extra)
             if noted:
                 names = ", ".join(sorted({signal.Signals(n).name for n in noted}))
                 print(f"pglab: {names} received during cleanup: cleanup finished first", file=sys.stderr)
-            if store and status != "complete":
+            if store and status == "partial":
+                print(f"pglab: run partial: {store.points_not_ok_summary()}; raw files kept in {store.dir}",
+                      file=sys.stderr)
+            elif store and status != "complete":
                 print(f"pglab: run {status}; raw files kept in {store.dir}", file=sys.stderr)
             if noted and not in_flight:
                 raise KeyboardInterrupt(f"signal {noted[0]} during cleanup")

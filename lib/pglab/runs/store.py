@@ -195,6 +195,39 @@ class RunStore:
         self.manifest.update(status=status, end=now(), **extra)
         self.save()
 
+    def points_not_ok(self) -> dict[str, str]:
+        return points_not_ok(self.dir)
+
+    def points_not_ok_summary(self) -> str:
+        return points_not_ok_summary(self.dir)
+
+
+def points_not_ok(run_dir: Path) -> dict[str, str]:
+    """Planned point id -> why it is not ``ok`` (its status and error, or "not measured"), in plan order.
+
+    What makes a run ``complete``: every planned point measured (pglab.runs.session)."""
+    planned = load_manifest(run_dir).get("plan", {}).get("points", [])
+    out: dict[str, str] = {}
+    for pid in planned:
+        try:
+            meta = json.loads((Path(run_dir) / pid / "meta.json").read_text())
+        except (OSError, ValueError):
+            out[pid] = "not measured"
+            continue
+        if meta.get("status") != "ok":
+            error = str(meta.get("error") or "").strip().splitlines()
+            out[pid] = f"{meta.get('status')}" + (f": {error[0][:200]}" if error else "")
+    return out
+
+
+def points_not_ok_summary(run_dir: Path, show: int = 3) -> str:
+    """One line: how many planned points are not ok, and the first few with why."""
+    bad = points_not_ok(run_dir)
+    total = len(load_manifest(run_dir).get("plan", {}).get("points", []))
+    first = "; ".join(f"{pid} {why}" for pid, why in list(bad.items())[:show])
+    more = f" (and {len(bad) - show} more: {Path(run_dir) / '*' / 'meta.json'})" if len(bad) > show else ""
+    return f"{len(bad)} of {total} planned points not measured ({first}{more})"
+
 
 def runs(study_root: Path) -> Iterator[Path]:
     """Run folders of a study, oldest first (run ids sort by time)."""

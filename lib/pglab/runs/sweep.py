@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pglab.errors import RunAborted
 from pglab.runs.progress import bar as progress_bar
 from pglab.runs.store import Point, RunStore, write_json
 
@@ -100,10 +101,15 @@ def plan_record(points: Sequence[Planned], seed: int, baseline: str, blocks: int
 Measure = Callable[[Planned, Point], str | None]
 
 
-class Abort(Exception):  # noqa: N818  (a signal to the loop, not an error of its own)
+class Abort(RunAborted):
     """Raised by ``measure``: this point failed, and the run cannot go on (a standby of the topology died).
 
     ``run`` records the point as failed with the message, then re-raises: the session stops everything."""
+
+
+# What a failed point's reason says when the machine, not the configuration, is at fault: no later
+# point could succeed either
+FATAL_REASONS = ("No space left on device",)
 
 
 def finished(store: RunStore) -> dict[str, str]:
@@ -142,12 +148,17 @@ def set_aside_in_flight(store: RunStore, ids: Iterable[str]) -> list[str]:
 
 
 def run(store: RunStore, points: Sequence[Planned], measure: Measure, *, desc: str, progress: bool = True,
-        errors: tuple[type[BaseException], ...] = (Exception,)) -> dict[str, int]:
+        errors: tuple[type[BaseException], ...] = (Exception,),
+        health: Callable[[], str | None] | None = None) -> dict[str, int]:
     """Measure every point not finished yet, in plan order; returns the counts by status.
 
     ``measure(planned, point)`` returns None for ``ok`` or a short reason for ``failed``; an exception
     in ``errors`` fails that point with its message and the sweep goes on (a vanished host raises SSH
     and socket errors, not only ProcessError). Ctrl-C and SIGTERM are BaseExceptions and end the run.
+
+    After a failed point, ``health()`` says whether the run can go on (None) or why not (a node that
+    died, a host that stopped answering): then, or when the reason is a full disk, the run ends at once
+    (``Abort``) instead of failing every later point the same way.
     """
     done = finished(store)
     in_flight = set_aside_in_flight(store, [p.id for p in points])
@@ -186,11 +197,21 @@ def run(store: RunStore, points: Sequence[Planned], measure: Measure, *, desc: s
             counts[status] = counts.get(status, 0) + 1
             store.save()
             bar.done(planned.id, status)
+            if status != "ok":
+                _stop_if_broken(planned.id, str(point.meta.get("error") or status), health)
     wall = time.monotonic() - started
     store.manifest.setdefault("sweep_s", []).append(round(wall, 1))
     store.manifest.setdefault("pglab_cpu", []).append(own_cpu(cpu0, wall))
     store.save()
     return counts
+
+
+def _stop_if_broken(point_id: str, reason: str, health: Callable[[], str | None] | None) -> None:
+    fatal = next((f for f in FATAL_REASONS if f in reason), None)
+    problem = f"a disk is full ({fatal!r} in the point's error)" if fatal else (health() if health else None)
+    if problem:
+        raise Abort(f"point {point_id} failed and the run cannot go on: {problem}\n"
+                    f"  the point's error: {reason.strip().splitlines()[0][:300] if reason.strip() else '?'}")
 
 
 def own_cpu(before: os.times_result, wall_s: float) -> dict[str, float]:

@@ -46,4 +46,5 @@ def run(opened: Opened, measure: Measure, *, desc: str, progress: bool = True,
             with cpu.during(every if hosts is None else hosts(pl), point):
                 return measure(pl, point, watch)
 
-        return sweep.run(opened.store, opened.points, one, desc=desc, progress=progress, errors=errors)
+        return sweep.run(opened.store, opened.points, one, desc=desc, progress=progress, errors=errors,
+                         health=opened.s.health)
