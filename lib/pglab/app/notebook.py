@@ -19,9 +19,9 @@ from typing import Any
 
 from pglab.analysis import placement
 from pglab.app.paths import repo_root
-from pglab.errors import ParameterError, RunAborted, UserError
+from pglab.errors import ParameterError, PglabError, RunAborted, UserError
 from pglab.hosts.inventory import load_inventory
-from pglab.runs.params import profile_values
+from pglab.runs.params import profile_values, validate
 from pglab.runs.store import analysis_run, archive_dir, load_manifest, pipeline_dir, points_not_ok_summary, publish
 from pglab.studies import module
 
@@ -29,6 +29,23 @@ from pglab.studies import module
 RUN_KEYS = ("profile", "collect", "data_root", "figures_root", "inventory")
 # Where a notebook run as stored keeps its data: inside the checkout, ignored by git and DVC.
 INTERACTIVE_ROOT = "data/interactive"
+
+
+def _one_message(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset: int | None = None) -> list[str]:
+    """pglab's own errors say everything in their message: in a notebook (and in papermill's error) they
+    show as that message alone, not below a traceback through the library."""
+    stb = [f"{etype.__name__}: {value}"]
+    shell._showtraceback(etype, value, stb)
+    return stb
+
+
+def _short_errors_in_ipython() -> None:
+    shell = sys.modules["IPython"].get_ipython() if "IPython" in sys.modules else None
+    if shell is not None and PglabError not in getattr(shell, "custom_exceptions", ()):
+        shell.set_custom_exc((PglabError,), _one_message)
+
+
+_short_errors_in_ipython()
 
 
 def _resolve(path: str | Path, root: Path) -> Path:
@@ -83,6 +100,10 @@ def parameters(study: str, namespace: dict[str, Any], root: Path | None = None
         raise ParameterError(source, problems)
     profile = str(namespace.get("profile") or "")
     name, values, inventory = profile_values(root / "params" / f"{study}.yaml", profile or None)
+    # every value checked here, before anything starts, and named as the notebook's (papermill's -p/-y)
+    validate(module(study, "params").Params, {**values, **overrides},
+             f"{source} (profile {name} of params/{study}.yaml, with {', '.join(sorted(overrides)) or 'no'} "
+             "overrides)")
     return name, {**values, **overrides}, overrides, inventory
 
 

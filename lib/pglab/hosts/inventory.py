@@ -10,13 +10,13 @@ import os
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pglab.errors import ParameterError, UserError
 from pglab.hosts.base import Host
 from pglab.hosts.local import LocalHost
 from pglab.hosts.ssh import SSHHost
+from pglab.userfiles import yaml_mapping
 
 
 def default_workdir() -> str:
@@ -104,8 +104,8 @@ def load_inventory(path: str | Path | None) -> Inventory:
         if path is not None and str(path) != "params/hosts.yaml":
             raise UserError(f"inventory {path} does not exist")
         return Inventory()
-    data = yaml.safe_load(Path(path).read_text()) or {}
-    if isinstance(data, dict) and "source" in data:
+    data = yaml_mapping(path, "an inventory (`hosts:` and one entry per host)")
+    if "source" in data:
         raise ParameterError(str(path), ["source: unknown key (expected hosts)"])
     try:
         return Inventory.model_validate(data).model_copy(update={"source": str(Path(path).resolve())})
@@ -114,4 +114,6 @@ def load_inventory(path: str | Path | None) -> Inventory:
 
 
 def _problems(exc: ValidationError) -> list[str]:
-    return [f"{'.'.join(str(p) for p in e['loc']) or '(top)'}: {e['msg']}" for e in exc.errors()]
+    return [f"{'.'.join(str(p) for p in e['loc']) or '(top)'}: {e['msg']}"
+            + (f" (got {e['input']!r})" if e["type"] != "missing" and not isinstance(e["input"], dict) else "")
+            for e in exc.errors()]

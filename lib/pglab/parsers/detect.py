@@ -18,6 +18,7 @@ from pglab.parsers import pgbench as pgbench_output
 from pglab.parsers import sysbench as sysbench_output
 from pglab.parsers.aggregate_log import parse_aggregate_log
 from pglab.parsers.txlog import parse_transaction_log
+from pglab.userfiles import looks_binary
 
 #: What detect_and_parse can recognise, named in every "unrecognised file" error.
 EXPECTED_FORMATS = (
@@ -75,6 +76,8 @@ def detect_and_parse(path: str | Path) -> dict[str, Any]:
     """Parse one file, whatever of the known formats it is; adds ``kind`` and ``source``."""
     path = Path(path)
     try:
+        if looks_binary(path):
+            raise _unrecognised(path, "it is a binary file (every known format is text)")
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as e:
         raise ParseError(f"{path}: cannot read: {e.strerror or e}") from e

@@ -19,10 +19,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 
 from pglab.errors import ParameterError
+from pglab.userfiles import kind, yaml_mapping
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -75,16 +75,22 @@ def validate(model: type[M], data: dict[str, Any], source: str) -> M:
 
 
 def load_study_file(path: str | Path) -> dict[str, Any]:
-    p = Path(path)
-    if not p.exists():
-        raise ParameterError(str(p), ["file does not exist"])
-    data = yaml.safe_load(p.read_text()) or {}
+    """A study's params file, its shape checked (a bad file is one message naming it, its line and column)."""
+    data = yaml_mapping(path, "a study's params file (profile, inventory, profiles)")
     problems = [f"{k}: unknown top-level key (expected profile, inventory, profiles)"
                 for k in data if k not in ("profile", "inventory", "profiles")]
-    if not isinstance(data.get("profiles"), dict) or not data["profiles"]:
-        problems.append("profiles: missing or empty")
+    for key in ("profile", "inventory"):
+        if key in data and not isinstance(data[key], str):
+            problems.append(f"{key}: a YAML {kind(data[key])} where a name belongs (got {data[key]!r})")
+    profiles = data.get("profiles")
+    if not isinstance(profiles, dict) or not profiles:
+        problems.append("profiles: missing or empty" if not profiles else
+                        f"profiles: a YAML {kind(profiles)} where a mapping of profile names belongs")
+    else:
+        problems += [f"profiles.{name}: a YAML {kind(body)} where a mapping of parameters belongs"
+                     for name, body in profiles.items() if body is not None and not isinstance(body, dict)]
     if problems:
-        raise ParameterError(str(p), problems)
+        raise ParameterError(str(path), problems)
     return data
 
 

@@ -1,0 +1,108 @@
+"""Files a user hands pglab (params, inventory, ``pglab parse`` input, a service file): every way one can
+be wrong becomes one message naming the file, and for YAML the line and column, never a traceback.
+
+The base layer beside ``errors``: hosts (the inventory), runs (the params) and the parsers all read
+user files the same way.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pglab.errors import UserError
+
+MAX_YAML_BYTES = 1 << 20  # a params file or an inventory is a few kB; 1 MiB is surely a wrong file
+SNIFF_BYTES = 8192  # where a NUL byte says "binary"
+
+
+class FileError(UserError):
+    """A user's file that cannot be used: ``path`` and ``problem`` (what was expected)."""
+
+    def __init__(self, path: str | Path, problem: str):
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{path}: {problem}")
+
+
+def check_readable(path: str | Path, what: str, max_bytes: int | None = None) -> Path:
+    """``path`` as a Path once it is known to be a readable regular file (not empty, not too big)."""
+    p = Path(path)
+    if not p.exists():
+        raise FileError(p, f"does not exist (expected {what})")
+    if p.is_dir():
+        raise FileError(p, f"is a directory (expected {what}, a file)")
+    if not p.is_file():
+        raise FileError(p, f"is not a regular file (expected {what})")
+    try:
+        with p.open("rb"):
+            pass
+    except OSError as exc:
+        raise FileError(p, f"cannot be read: {exc.strerror or exc}") from None
+    size = p.stat().st_size
+    if size == 0:
+        raise FileError(p, f"is empty (expected {what})")
+    if max_bytes is not None and size > max_bytes:
+        raise FileError(p, f"is {size:,} bytes; {what} is at most {max_bytes:,} (is this the right file?)")
+    return p
+
+
+def read_text(path: str | Path, what: str, max_bytes: int = MAX_YAML_BYTES) -> str:
+    """The whole file as UTF-8 text, refused when it is binary, not UTF-8 or blank."""
+    p = check_readable(path, what, max_bytes)
+    data = p.read_bytes()
+    if b"\0" in data[:SNIFF_BYTES]:
+        raise FileError(p, f"is a binary file (expected {what}, text)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise FileError(p, f"is not UTF-8 text (line {line}, byte {exc.start}; expected {what})") from None
+    if not text.strip():
+        raise FileError(p, f"holds only blank lines (expected {what})")
+    return text
+
+
+def looks_binary(path: str | Path) -> bool:
+    """A NUL byte in the first few kB (a large tool output is not read whole to know it)."""
+    with Path(path).open("rb") as f:
+        return b"\0" in f.read(SNIFF_BYTES)
+
+
+def yaml_mapping(path: str | Path, what: str) -> dict[str, Any]:
+    """A YAML file whose top level is a mapping; a syntax error is named with its line and column."""
+    text = read_text(path, what)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise FileError(path, f"is not valid YAML: {yaml_problem(exc)}") from None
+    if not isinstance(data, dict):
+        raise FileError(path, f"holds a YAML {kind(data)} at its top level; {what} is a mapping (`key: value` lines)")
+    return data
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """``line L, column C: what`` from a PyYAML error (its own message names the file ``<unicode string>``)."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return f"{where}{problem}" + (f" ({context})" if context else "")
+
+
+def kind(value: Any) -> str:
+    """How YAML would call this value: a list, a string, a number..."""
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, dict):
+        return "mapping"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "string" if isinstance(value, str) else type(value).__name__
+
