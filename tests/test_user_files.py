@@ -4,11 +4,14 @@ empty or far too large."""
 
 from __future__ import annotations
 
+import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import REPO, workspaces
 
 SYNTAX = "profile: t\nprofiles:\n  t: {seconds: [1, 2}\n"
@@ -85,3 +88,46 @@ def test_parse_refuses_what_is_no_tool_output(tmp_path: Path, name: str) -> None
             "empty": "the file is empty"}[name]
     assert res.returncode == 2 and f"{path}: " in res.stderr and says in res.stderr, res.stderr
     assert "Traceback" not in res.stderr
+
+
+def _listening(port_low: int) -> socket.socket | None:
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port_low))
+    except OSError:
+        s.close()
+        return None
+    s.listen()
+    return s
+
+
+def test_inventory_values_that_would_fail_late_are_refused_before_anything_starts(tmp_path: Path) -> None:
+    """A workdir that is missing, too long for a socket path or closed to the server user, and a port range
+    with no free port: exit 2 naming the host and the value, with no run folder, no runs-index entry, no
+    workspace."""
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    low = next(p for p in range(41000, 42000, 7) if (held := _listening(p)) is not None)
+    cases = {
+        "missing": ({"workdir": str(tmp_path / "nowhere")}, "does not exist"),
+        "long": ({"workdir": "/tmp/" + "w" * 90}, "is too long for a Unix socket path"),
+        "closed": ({"workdir": str(closed)}, "cannot enter workdir"),
+        "ports": ({"port_range": [low, low + 1]}, f"no free port in {low}-{low + 1}"),
+    }
+    if os.geteuid() != 0:  # the server user is the login user: nothing to be closed to
+        del cases["closed"]
+    index = Path(os.environ["PGLAB_STATE_DIR"]) / "runs"
+    try:
+        for name, (entry, says) in cases.items():
+            inv = tmp_path / f"{name}.yaml"
+            inv.write_text(yaml.safe_dump({"hosts": {"local": {"kind": "local", **entry}}}))
+            before, indexed = workspaces(), sorted(index.iterdir()) if index.exists() else []
+            res = pglab("collect", "synchronous_commit", "--profile", "smoke", "--inventory", str(inv),
+                        "--data-root", str(tmp_path / "data"))
+            assert res.returncode == 2, (name, res.stderr)
+            assert "preflight failed, nothing was started" in res.stderr and says in res.stderr, (name, res.stderr)
+            assert "Traceback" not in res.stderr
+            assert not (tmp_path / "data").exists() and workspaces() == before, name
+            assert (sorted(index.iterdir()) if index.exists() else []) == indexed, name
+    finally:
+        held.close()

@@ -6,11 +6,12 @@ import shutil
 from collections.abc import Iterable
 from typing import Any
 
-from pglab.errors import PglabError, PreflightError
+from pglab.errors import PglabError, PreflightError, UserError
 from pglab.hosts.base import Host
 from pglab.hosts.inventory import Inventory
 
 SERVER_PROGRAMS = ("initdb", "pg_ctl", "postgres", "pg_basebackup", "pgbench")
+SOCKET_PATH_MAX = 107  # bytes of a Unix socket path (sun_path, less its NUL)
 
 
 def host_problems(inventory: Inventory, host_names: Iterable[str],
@@ -42,7 +43,37 @@ def host_problems(inventory: Inventory, host_names: Iterable[str],
         if host.login_user == "root" and host.run(["id", "-u", host.server_user], check=False).exit_code:
             problems.append(f"host {name}: server user {host.server_user!r} does not exist "
                             "(PostgreSQL refuses to run as root; create it or set server_user)")
+        else:
+            problems += workdir_problems(name, host, inventory.entry(name).workdir)
+        problems += port_problems(name, host, inventory.entry(name).port_range)
     return problems, hosts
+
+
+def workdir_problems(name: str, host: Host, workdir: str) -> list[str]:
+    """What ``Workspace.create`` would trip on, found before a run folder exists: a socket path too long,
+    a workdir that is missing, not writable, or that the server user cannot enter."""
+    template = f"{workdir.rstrip('/')}/pglab-XXXXXX/s/.s.PGSQL.65535"
+    if len(template) > SOCKET_PATH_MAX:
+        return [f"host {name}: workdir {workdir!r} is too long for a Unix socket path ({len(template)} of at most "
+                f"{SOCKET_PATH_MAX} bytes for {template}); choose a shorter workdir in the inventory"]
+    if host.run(["test", "-d", workdir], check=False).exit_code:
+        return [f"host {name}: workdir {workdir!r} does not exist (create it, or set workdir in the inventory)"]
+    if host.run(["test", "-w", workdir], check=False).exit_code:
+        return [f"host {name}: workdir {workdir!r} is not writable by {host.login_user}"]
+    if host.server_user != host.login_user and host.run(["test", "-x", workdir], as_user=host.server_user,
+                                                        check=False).exit_code:
+        return [f"host {name}: the server user {host.server_user!r} cannot enter workdir {workdir!r} (or a "
+                "folder above it): PostgreSQL's data directories go there; choose another workdir"]
+    return []
+
+
+def port_problems(name: str, host: Host, port_range: tuple[int, int]) -> list[str]:
+    """A port range in which every port is taken fails here, not after the run folder was made."""
+    try:
+        host.free_port(*port_range)
+    except UserError as exc:
+        return [str(exc)]
+    return []
 
 
 def connection_problems(max_connections: int, clients: int, reserved: int = 3, in_use: int = 0) -> list[str]:
