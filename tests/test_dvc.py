@@ -49,7 +49,11 @@ def digests(root: Path, *globs: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    dst = tmp_path_factory.mktemp("checkout")
+    return copy_checkout(tmp_path_factory.mktemp("checkout"))
+
+
+def copy_checkout(dst: Path) -> Path:
+    """The work tree (no runs, no lock) in a new git repository, every profile at SMALLER's size."""
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
                            text=True, check=True).stdout.split()
     for f in files:
@@ -116,7 +120,10 @@ def kept(before: dict[str, str], after: dict[str, str]) -> bool:
     return all(after.get(k) == v for k, v in before.items())
 
 
-def test_no_workflow_loses_a_manual_run(checkout: Path) -> None:
+def test_no_workflow_loses_a_manual_run(tmp_path: Path) -> None:
+    """Its own checkout with one study's stages run (not the module's: the two tests then run side by side)."""
+    checkout = copy_checkout(tmp_path / "checkout")
+    sh(checkout, "dvc", "repro", "analyze@synchronous_commit", timeout=900)
     sh(checkout, "git", "add", "-A")
     sh(checkout, "git", "commit", "-qm", "after repro")
     locked = json.loads((checkout / "data/raw/synchronous_commit/manifest.json").read_text())["run_id"]
@@ -144,7 +151,7 @@ def test_no_workflow_loses_a_manual_run(checkout: Path) -> None:
     assert kept(runs, archive(checkout))
 
     # a parameter the smoke profile does not already have (SMALLER): a real change, so collect runs again
-    sh(checkout, "dvc", "exp", "run", "-n", "longer",
+    sh(checkout, "dvc", "exp", "run", "-n", "longer", "analyze@synchronous_commit",
        "-S", "params/synchronous_commit.yaml:profiles.smoke.seconds=3")
     table = sh(checkout, "dvc", "exp", "show", "--csv")
     assert "longer" in table and "profiles.smoke.seconds" in table

@@ -113,8 +113,11 @@ def cleanup_leftovers(data_root: Path, inventory: Inventory, force: bool = False
             continue
         try:
             manifest = json.loads(manifest_path.read_text())
-        except (OSError, ValueError) as exc:
-            report.add(f"{manifest_path}: unreadable manifest ({exc}); skipped")
+        except (OSError, ValueError) as exc:  # not clean: whatever that run started cannot be looked for
+            problem = (f"{manifest_path}: unreadable manifest ({exc}): the servers and processes of that run, "
+                       "if any, could not be looked for; restore or remove the file and run `pglab cleanup` again")
+            report.add(problem)
+            report.failed.append(problem)
             continue
         if manifest.get("status") in UNFINISHED:
             _clean_run(manifest_path, manifest, _inventory_for(manifest, inventory, report), force, report)
