@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import os
+import shutil
 import signal
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -41,6 +45,50 @@ os.environ["PGLAB_WORKDIR"] = WORKDIR
 def _remove_workdir() -> None:
     with contextlib.suppress(OSError):  # kept when a run left something in it: that is evidence
         os.rmdir(WORKDIR)
+
+
+def pulled_runs(*studies: str) -> None:
+    """The shipped runs of ``studies`` in data/raw (`dvc pull` from the in-repo remote on a fresh clone).
+
+    Under a lock: xdist workers share the checkout, and a run copied while another worker's pull is
+    still writing it has half its files."""
+    (REPO / ".dvc" / "tmp").mkdir(exist_ok=True)  # DVC's own scratch folder, ignored by git
+    with open(REPO / ".dvc" / "tmp" / "pglab-test-pull.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        missing = [s for s in studies if not (REPO / "data" / "raw" / s / "manifest.json").exists()]
+        if missing:
+            dvc = Path(sys.executable).parent / "dvc"
+            subprocess.run([str(dvc), "pull", "-q", *(f"collect@{s}" for s in missing)], cwd=REPO, check=True,
+                           timeout=600, capture_output=True)
+    for s in studies:
+        assert (REPO / "data" / "raw" / s / "manifest.json").exists(), f"dvc pull did not restore the {s} run"
+
+
+_NBVAL_ROOT = pytest.StashKey[Path]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """nbval checks every notebook against the shipped runs (collect=False through PGLAB_NOTEBOOK_RUNS, on
+    a copy): each study's collect is tested by its own tests, the notebooks' collect path by test_notebooks
+    and the lab's smoke_lab runs. Set in the controller, before xdist starts the workers that inherit it."""
+    from pglab.app.notebook import ANALYZE_ONLY_ENV
+    from pglab.studies import STUDIES
+
+    notebooks = any(Path(a.split("::")[0]).parts[:1] == ("notebooks",) or a.split("::")[0].endswith(".ipynb")
+                    for a in config.args)
+    if hasattr(config, "workerinput") or not notebooks or os.environ.get(ANALYZE_ONLY_ENV):
+        return
+    pulled_runs(*STUDIES)
+    root = Path(tempfile.mkdtemp(prefix="pglab-nbval-"))
+    shutil.copytree(REPO / "data" / "raw", root / "raw", symlinks=True)
+    os.environ[ANALYZE_ONLY_ENV] = str(root)
+    config.stash[_NBVAL_ROOT] = root
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    root = config.stash.get(_NBVAL_ROOT, None)
+    if root is not None:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import fcntl
 import json
 import shutil
 import subprocess
@@ -13,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from conftest import REPO
+from conftest import REPO, pulled_runs
 from pglab.app import comparable, notebook, side_by_side
 from pglab.app.cli import main
 from pglab.app.comparable import MISSING, NOTE, REFUSE
@@ -24,18 +23,8 @@ STUDY = "synchronous_commit"
 
 
 def _real_run() -> Path:
-    """The pipeline's synchronous_commit run, else an archived one (`dvc pull` fills data/raw).
-
-    Under a lock: xdist workers share the checkout, and a run copied while another worker's pull is
-    still writing it has half its files."""
-    (REPO / ".dvc" / "tmp").mkdir(exist_ok=True)  # DVC's own scratch folder, ignored by git
-    with open(REPO / ".dvc" / "tmp" / "pglab-test-pull.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (RUN / "manifest.json").exists():  # a fresh clone: the reference run is in the in-repo remote
-            dvc = Path(sys.executable).parent / "dvc"
-            subprocess.run([str(dvc), "pull", "-q", f"collect@{STUDY}"], cwd=REPO, check=True, timeout=300,
-                           capture_output=True)
-    assert (RUN / "manifest.json").exists(), "dvc pull did not restore the reference run"
+    """The pipeline's synchronous_commit run (`dvc pull` fills data/raw on a fresh clone)."""
+    pulled_runs(STUDY)
     return RUN
 
 

@@ -11,6 +11,7 @@ nearest known one, before anything starts.
 from __future__ import annotations
 
 import difflib
+import os
 import sys
 import types
 import typing
@@ -29,6 +30,9 @@ from pglab.studies import module
 RUN_KEYS = ("profile", "collect", "data_root", "figures_root", "inventory")
 # Where a notebook run as stored keeps its data: inside the checkout, ignored by git and DVC.
 INTERACTIVE_ROOT = "data/interactive"
+# A data root whose runs (raw/<study>) a notebook run as stored analyzes instead of collecting: `make test`
+# sets it for nbval, which then checks every notebook against the shipped runs in seconds.
+ANALYZE_ONLY_ENV = "PGLAB_NOTEBOOK_RUNS"
 
 
 def _one_message(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset: int | None = None) -> list[str]:
@@ -111,6 +115,10 @@ def run(study: str, namespace: dict[str, Any], *, progress: bool = True) -> Any:
     """Validate the notebook's parameters, collect (when asked), then analyze; returns the Analysis."""
     root = repo_root()
     profile, values, overrides, inv_default = parameters(study, namespace, root)
+    runs_root = os.environ.get(ANALYZE_ONLY_ENV, "").strip()
+    if runs_root and not namespace.get("data_root"):  # a notebook run as stored, e.g. by nbval
+        print(f"pglab: {ANALYZE_ONLY_ENV}={runs_root}: analyzing the {study} run there, not collecting")
+        namespace = {**namespace, "collect": False, "data_root": runs_root}
     data = _resolve(namespace.get("data_root") or INTERACTIVE_ROOT, root)
     figs = _resolve(namespace["figures_root"], root) if namespace.get("figures_root") else data / "figures"
     inventory_path = namespace.get("inventory") or inv_default or "params/hosts.yaml"
