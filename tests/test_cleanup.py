@@ -396,11 +396,15 @@ def test_the_index_forgets_runs_that_are_over(tmp_path: Path) -> None:
     left = write_run(tmp_path, status="cleanup_failed", leftovers=[{"kind": "node", "host": "nowhere"}],
                      nodes=[{"name": "n", "host": "nowhere", "data_dir": "/tmp/pglab-abcdef/n"}])
     running = write_run(tmp_path, status="running", pid=os.getpid())  # this process: in progress
-    for p in (gone, complete, left, running):
+    # over, but its process still lives (a concurrent collect publishing, a notebook's kernel): not ours
+    # to touch, whoever's it is, until that process is gone
+    finishing = write_run(tmp_path, status="complete", pid=os.getpid(),
+                          control=procs.identity(LocalHost(), os.getpid()))
+    for p in (gone, complete, left, running, finishing):
         runs_index.register(p)
     gone.unlink()
     report = cleanup_leftovers(tmp_path / "no-data-root", Inventory())
-    assert {p for _, p in runs_index.entries()} == {left.resolve(), running.resolve()}
+    assert {p for _, p in runs_index.entries()} == {left.resolve(), running.resolve(), finishing.resolve()}
     assert report.pruned == 2 and not report.clean
     assert status(running)["status"] == "running" and "run still in progress" in "\n".join(report.lines)
 

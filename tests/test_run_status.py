@@ -3,6 +3,7 @@ ends the run at once; a partial run is archived but not published unless asked."
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -141,3 +142,50 @@ def test_a_partial_run_is_archived_not_published_unless_asked(tmp_path: Path, mo
     with pytest.raises(RunAborted, match="is partial: 1 of 2"):
         notebook.run("synchronous_commit", {"profile": "smoke", "data_root": str(tmp_path / "nb")},
                      progress=False)
+
+
+def _measuring(data: Path, study: str) -> bool:
+    """A planned point of the study's run has started (its meta.json has a block)."""
+    for meta in data.glob(f"runs/{study}/*/*/meta.json"):
+        with contextlib.suppress(ValueError, OSError):
+            if "block" in json.loads(meta.read_text()):
+                return True
+    return False
+
+
+@pytest.mark.slow
+def test_two_runs_at_once_and_a_cleanup_between_them(tmp_path: Path) -> None:
+    """Two studies collected at once under one data root, `pglab cleanup` while both run: cleanup reports
+    both as live and touches neither; both complete with every point measured, their index entries kept."""
+    from test_fdw_overhead import tiny as fdw_tiny
+
+    data = tmp_path / "data"
+    files = {"synchronous_commit": _write_params(tmp_path, levels=["on", "off"], blocks=2, seconds=3,
+                                                 standby_read_blocks=0)}
+    files["fdw_overhead"] = tmp_path / "fdw.yaml"
+    files["fdw_overhead"].write_text(yaml.safe_dump({"profile": "t", "profiles": {"t": fdw_tiny(seconds=3)}}))
+    procs = {s: subprocess.Popen([sys.executable, "-m", "pglab.app.collect", s, "--params", str(f), "--data-root",
+                                  str(data), "--quiet"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True) for s, f in files.items()}
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and not all(_measuring(data, s) for s in files):
+            time.sleep(0.2)
+        index = Path(os.environ["PGLAB_STATE_DIR"]) / "runs"
+        indexed = sorted(index.iterdir())
+        res = subprocess.run([sys.executable, "-m", "pglab.app.cli", "cleanup", "--data-root", str(data)],
+                             cwd=REPO, capture_output=True, text=True, timeout=120)
+        outs = {s: p.communicate(timeout=600) for s, p in procs.items()}
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.count("run still in progress") == 2 and "2 run(s) in progress, left alone" in res.stdout
+    for study, p in procs.items():
+        assert p.returncode == 0, (study, outs[study][1])
+        run = next(data.glob(f"runs/{study}/*"))
+        m = load_manifest(run)
+        assert m["status"] == "complete" and m["points"]["ok"] == m["points"]["total"] > 0, (study, m["points"])
+        assert not postgres_pids(m["workspaces"]["local"])
+    assert set(indexed) <= set(index.iterdir())  # cleanup dropped no entry of a live run

@@ -46,6 +46,7 @@ class CleanupReport:
     runs: int = 0
     stopped: int = 0
     left_alone: int = 0
+    live: int = 0  # runs whose own process still runs: never touched
     failed: list[str] = field(default_factory=list)
     pruned: int = 0
     lab_failures: list[str] = field(default_factory=list)  # orphaned labs that could not be removed
@@ -65,6 +66,8 @@ class CleanupReport:
         else:
             head = (f"{self.runs} unfinished run(s): {self.stopped} stopped, {self.left_alone} left alone, "
                     f"{len(self.failed)} could not be stopped or cleaned")
+        if self.live:
+            head += f"; {self.live} run(s) in progress, left alone"
         if self.pruned:
             head += f"; {self.pruned} finished run(s) dropped from the runs index"
         if not self.clean:
@@ -102,7 +105,8 @@ def cleanup_leftovers(data_root: Path, inventory: Inventory, force: bool = False
     """Stop what unfinished runs left behind: runs whose manifest is under ``data_root`` or in the
     per-user runs index, with status ``running`` (killed) or ``cleanup_failed``.
 
-    Index entries of runs that are over and left nothing are pruned.
+    Index entries of runs that are over, left nothing and whose own process is gone are pruned: a run
+    whose process still lives (same boot, PID and start time) is never touched, whoever started it.
     """
     report = CleanupReport(echo=echo)
     for manifest_path, index_entry in _known_manifests(Path(data_root)):
@@ -121,7 +125,8 @@ def cleanup_leftovers(data_root: Path, inventory: Inventory, force: bool = False
             continue
         if manifest.get("status") in UNFINISHED:
             _clean_run(manifest_path, manifest, _inventory_for(manifest, inventory, report), force, report)
-        if index_entry and manifest.get("status") in FINAL and not manifest.get("leftovers"):
+        if (index_entry and manifest.get("status") in FINAL and not manifest.get("leftovers")
+                and not _run_in_progress(manifest)):  # only a run whose own process is gone is ours to touch
             runs_index.unregister(index_entry)
             report.pruned += 1
     return report
@@ -160,6 +165,7 @@ def _clean_run(path: Path, manifest: dict[str, Any], inventory: Inventory, force
     was = manifest["status"]
     if was == "running" and not force and _run_in_progress(manifest):
         report.add(f"{run}: run still in progress (pid {manifest.get('pid')}); left alone")
+        report.live += 1
         return
     report.runs += 1
     report.add(f"{run.name}: unfinished run ({was}), manifest {path}")
