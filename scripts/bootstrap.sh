@@ -56,10 +56,14 @@ if [ ! -x .venv/bin/python ] || [ "$old_stamp" != "$stamp" ]; then
     "$PY" -m venv --clear .venv
     # uv installs the ~210 pinned packages in seconds where pip takes about 3 minutes (parallel
     # downloads, no per-package subprocess); pip stays the fallback. uv itself is pinned here, not in
-    # the lock: it is a tool of this script, not a dependency of pglab.
-    if .venv/bin/python -m pip install -q "uv==$UV_VERSION" 2>/dev/null; then
-      .venv/bin/uv pip install -q --python .venv/bin/python -r "$LOCK"
+    # the lock: it is a tool of this script, not a dependency of pglab, and is not left in .venv.
+    # uv goes to a folder of its own, removed after: .venv holds exactly the lock (tests/test_packaging.py)
+    uv_dir=$(mktemp -d)
+    if .venv/bin/python -m pip install -q --target "$uv_dir" "uv==$UV_VERSION" 2>/dev/null; then
+      "$uv_dir/bin/uv" pip install -q --python .venv/bin/python -r "$LOCK"
+      rm -rf "$uv_dir"
     else
+      rm -rf "$uv_dir"
       echo "pglab: uv $UV_VERSION unavailable: installing with pip (about 3 minutes)"
       .venv/bin/python -m pip install -q -r "$LOCK"
     fi

@@ -88,7 +88,7 @@ def test_a_killed_run_resumes_at_its_first_unfinished_point(tmp_path: Path) -> N
     assert sorted(a.points.point) == sorted(ids)  # every point once: the shape of one uninterrupted run
     assert a.ratios.groupby(["block", "clients", "config"]).size().max() == 1
     # a completed run has nothing to resume
-    with pytest.raises(ResumeError, match="completed"):
+    with pytest.raises(ResumeError, match="ended complete"):
         resumable(run, Params(**PARAMS).model_dump(), m["plan"])
 
 

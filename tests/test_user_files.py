@@ -5,9 +5,11 @@ empty or far too large."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -105,11 +107,12 @@ def test_inventory_values_that_would_fail_late_are_refused_before_anything_start
     """A workdir that is missing, too long for a socket path or closed to the server user, and a port range
     with no free port: exit 2 naming the host and the value, with no run folder, no runs-index entry, no
     workspace."""
-    closed = tmp_path / "closed"
+    short = Path(tempfile.mkdtemp(prefix="pglab-t-", dir="/tmp"))  # room for the socket path (tmp_path is long)
+    closed = short / "closed"
     closed.mkdir(mode=0o700)
     low = next(p for p in range(41000, 42000, 7) if (held := _listening(p)) is not None)
     cases = {
-        "missing": ({"workdir": str(tmp_path / "nowhere")}, "does not exist"),
+        "missing": ({"workdir": str(short / "nowhere")}, "does not exist"),
         "long": ({"workdir": "/tmp/" + "w" * 90}, "is too long for a Unix socket path"),
         "closed": ({"workdir": str(closed)}, "cannot enter workdir"),
         "ports": ({"port_range": [low, low + 1]}, f"no free port in {low}-{low + 1}"),
@@ -131,3 +134,4 @@ def test_inventory_values_that_would_fail_late_are_refused_before_anything_start
             assert (sorted(index.iterdir()) if index.exists() else []) == indexed, name
     finally:
         held.close()
+        shutil.rmtree(short)
