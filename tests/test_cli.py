@@ -55,3 +55,16 @@ def test_check_reports_this_machine() -> None:
 def test_unknown_study_is_a_usage_error() -> None:
     res = pglab("collect", "no_such_study")
     assert res.returncode == 2 and "invalid choice" in res.stderr
+
+
+def test_check_takes_a_params_file_of_one_study(tmp_path) -> None:
+    """A variant is checked without editing the pipeline's params (a DVC dependency)."""
+    import yaml
+
+    bad = tmp_path / "variant.yaml"
+    bad.write_text(yaml.safe_dump({"profile": "v", "profiles": {"v": {"blocks": 0}}}))
+    res = pglab("check", "synchronous_commit", "--params", str(bad))
+    assert res.returncode == 1 and f"FAIL invalid parameters in {bad} profiles.v" in res.stdout, res.stdout
+    assert "blocks" in res.stdout
+    res = pglab("check", "synchronous_commit", "fdw_overhead", "--params", str(bad))
+    assert res.returncode == 2 and "--params names one study's params file" in res.stderr

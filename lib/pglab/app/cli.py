@@ -70,6 +70,9 @@ def cmd_check(a: argparse.Namespace) -> int:
     from pglab.hosts.inventory import load_inventory
     from pglab.runs import preflight
 
+    if a.params and len(a.studies) != 1:
+        raise UserError("--params names one study's params file: give that one study (`pglab check STUDY "
+                        "--params FILE`)")
     inventory = load_inventory(a.inventory)
     problems, hosts = preflight.host_problems(inventory, inventory.hosts)
     try:
@@ -94,7 +97,7 @@ def cmd_check(a: argparse.Namespace) -> int:
         print(f"{'ok  ' if path else 'warn'} client {tool}: {path or 'not found'}")
     for study in a.studies:
         try:
-            _, p, inv = load_params(study, None, a.profile)
+            _, p, inv = load_params(study, a.params, a.profile)
             from pglab.studies import module
 
             skipped = module(study, "collect").check(p, inv) or {}
@@ -176,6 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("studies", nargs="*", default=list(STUDIES))
     k.add_argument("--inventory", default="params/hosts.yaml")
     k.add_argument("--profile")
+    k.add_argument("--params", help="the params file to check (one study; default params/<study>.yaml): a "
+                                    "target or a variant checked without editing the pipeline's params")
     k.set_defaults(func=cmd_check)
     u = sub.add_parser("cleanup", help="stop servers and processes a killed run left behind (runs under "
                                        "--data-root and every run in the per-user runs index); exit 1 if "
