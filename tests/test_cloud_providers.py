@@ -308,6 +308,12 @@ def test_a_server_given_only_by_service_name_is_measured_end_to_end(server: Serv
     assert m["status"] == "complete" and m["points"]["failed"] == 0 and m["nodes"] == []
     t = m["targets"]["svc"]
     assert t["kind"] == "service" and t["user"] == "bench" and t["server_version_num"] >= 150000
+    # recorded in full, as the client's connection reached it: the service file, the address and port
+    assert t["connection"]["service"] == "benchsvc" and t["connection"]["servicefile"] == str(services)
+    assert t["started_by_pglab"] is False
+    assert t["client_connection"]["server_address"] == "127.0.0.1"
+    assert t["client_connection"]["server_port"] == str(server.node.port)
+    assert m["topology"]["tls"] is t["client_connection"]["tls"]  # what the connection used, not a default
     for kind in ("pgbench", "sysbench"):  # the A/A pair of each workload, measured through the service
         for point in (f"b01-{kind}-svc", f"b01-{kind}-svc-aa"):
             meta = json.loads((d / point / "meta.json").read_text())

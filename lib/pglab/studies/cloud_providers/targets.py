@@ -9,6 +9,7 @@ workload's connections plus pglab's own (the article lost a run to "sorry, too m
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,11 @@ PREFLIGHT_SQL = ("select current_setting('max_connections'), current_setting('su
                  "(select count(*) from pg_stat_activity where backend_type = 'client backend'), "
                  "has_schema_privilege('public', 'CREATE'), current_user, current_database(), "
                  "current_setting('server_version'), current_setting('server_version_num')")
+# What the client's own connection used, as the server saw it: TLS (pg_stat_ssl shows every role its
+# own backend) and the address and port it reached (a service target names neither in the params)
+CONNECTION_SQL = ("select coalesce((select ssl::text || '\t' || coalesce(version, '') from pg_stat_ssl "
+                  "where pid = pg_backend_pid()), 'false\t'), coalesce(host(inet_server_addr()), 'unix socket'), "
+                  "coalesce(inet_server_port()::text, '')")
 SETTINGS_SQL = ("select name, setting, coalesce(unit, ''), source from pg_settings "
                 "where source not in ('default', 'override', 'client', 'session') order by name")
 
@@ -69,6 +75,7 @@ class ManagedTarget(ServerTarget):
         out = {"name": self.name, **{k: v for k, v in self.params.items() if k != "passfile"}}
         if self.service:
             out["service"] = self.service
+            out["servicefile"] = self.servicefile or "libpq's default (~/.pg_service.conf, PGSYSCONFDIR)"
         out["password_from"] = ("passfile named in params" if self.passfile else
                                 "the service file or libpq's default passfile")
         return out
@@ -196,7 +203,9 @@ def open_targets(s: Session, p: Params, store: RunStore, client: Client) -> dict
                        if client.host.is_local and not t.service else None)
             h = Handle(t, target, client, None, os_hosts, sampled)
             described[t.name] = {"kind": t.kind, "connection": target.describe(), "os_host": t.os_host,
-                                 "disposable": t.disposable}
+                                 "disposable": t.disposable, "started_by_pglab": False}
+            print(f"pglab: target {t.name} ({t.describe()}) was not started by pglab: measured as it is, its "
+                  "settings read, never changed", file=sys.stderr)
         described[t.name].update(label=t.describe(), provider=t.provider, database=t.database)
         out[t.name] = h
     store.manifest["targets"] = described
@@ -213,15 +222,20 @@ def describe(handles: dict[str, Handle], store: RunStore, p: Params, client: Cli
     for name, h in handles.items():
         row = h.psql(PREFLIGHT_SQL)[0]
         settings = {r[0]: {"setting": r[1], "unit": r[2], "source": r[3]} for r in h.psql(SETTINGS_SQL)}
+        ssl, ssl_version, address, port = h.psql(CONNECTION_SQL)[0]
         store.manifest["targets"][name].update(version=h.psql("select version()")[0][0], server_version=row[7],
                                                server_version_num=int(row[8]), user=row[5],
-                                               non_default_settings=settings)
+                                               non_default_settings=settings,
+                                               client_connection={"tls": ssl == "true", "tls_version": ssl_version,
+                                                                  "server_address": address, "server_port": port})
     store.manifest["topology"] = {
         "client": client.describe(),
         "targets": {n: {"kind": h.spec.kind, "host": h.node.host.name if h.node else None,
                         "label": h.spec.describe(), "os_hosts": [x.name for x in h.os_hosts],
                         "waits_sampled": h.sampled is not None} for n, h in handles.items()},
         **(_where(handles))}
+    # TLS as the client's connections really were: true only when every target's was encrypted
+    store.manifest["topology"]["tls"] = all(t["client_connection"]["tls"] for t in store.manifest["targets"].values())
     store.save()
 
 
