@@ -15,7 +15,7 @@ from typing import Any
 from pglab.app import exits
 from pglab.hosts.inventory import Inventory, load_inventory
 from pglab.runs.params import profile_values, validate
-from pglab.runs.store import load_manifest, pipeline_dir, points_not_ok_summary, publish
+from pglab.runs.store import load_manifest, not_publishable, pipeline_dir, points_not_ok_summary, publish
 from pglab.studies import STUDIES, module
 
 
@@ -57,13 +57,12 @@ def collect(a: argparse.Namespace) -> int:
                                              progress=not a.quiet, resume=resume)
     status = load_manifest(run).get("status")
     dest = pipeline_dir(a.data_root, a.study)
-    if status == "partial" and not a.accept_failed:
-        print(f"pglab: run {run} is partial: {points_not_ok_summary(run)}. It stays in the archive and was "
-              f"not published to {dest} (pass --accept-failed to publish it all the same)", file=sys.stderr)
-        return exits.PARTIAL
-    if status not in ("complete", "partial"):  # measured, but something could not be stopped
-        print(f"pglab: run {run} ended {status}: run `pglab cleanup`; not published to {dest}", file=sys.stderr)
-        return 1
+    why = not_publishable(run, status)
+    if why and not (status == "partial" and a.accept_failed):
+        print(f"pglab: {why}. It stays in the archive and was not published to {dest}"
+              + (" (pass --accept-failed to publish it all the same)" if status == "partial" else ""),
+              file=sys.stderr)
+        return exits.PARTIAL if status == "partial" else exits.PROCESS
     if status == "partial":
         print(f"pglab: publishing partial run {run} as asked (--accept-failed): {points_not_ok_summary(run)}",
               file=sys.stderr)

@@ -23,7 +23,7 @@ from pglab.app.paths import repo_root
 from pglab.errors import ParameterError, PglabError, RunAborted, UserError
 from pglab.hosts.inventory import load_inventory
 from pglab.runs.params import profile_values, validate
-from pglab.runs.store import analysis_run, archive_dir, load_manifest, pipeline_dir, points_not_ok_summary, publish
+from pglab.runs.store import analysis_run, archive_dir, load_manifest, not_publishable, pipeline_dir, publish
 from pglab.studies import module
 
 # The run-level parameters every study notebook declares (besides the study's own).
@@ -128,12 +128,10 @@ def run(study: str, namespace: dict[str, Any], *, progress: bool = True) -> Any:
         print(f"pglab: {study}, profile {label}; raw data goes to {archive_dir(data, study)}")
         run_dir = module(study, "collect").collect(values, data_root=data, profile=label, inventory=inv,
                                                    progress=progress)
-        status = load_manifest(run_dir).get("status")
-        if status == "partial":
-            raise RunAborted(f"run {run_dir} is partial: {points_not_ok_summary(run_dir)}; it stays in the "
-                             "archive and was not published (`pglab collect --accept-failed` publishes one)")
-        if status != "complete":
-            raise RunAborted(f"run {run_dir} ended {status}: run `pglab cleanup` (the run was not published)")
+        why = not_publishable(run_dir, load_manifest(run_dir).get("status"))
+        if why:
+            raise RunAborted(f"{why}; it stays in the archive and was not published (`pglab collect "
+                             "--accept-failed` publishes a partial one)")
         publish(run_dir, pipeline_dir(data, study))
     run_dir = analysis_run(data, study)
     if run_dir is None:

@@ -249,11 +249,13 @@ def session(inventory: Inventory, store: RunStore | None = None, tls: bool = Fal
     how the run ended."""
     s = Session(inventory, store, tls)
     outcome = "failed"
+    not_ok: dict[str, str] | None = None  # read once the body ended: a failed run is read in ``finally``
     in_flight = False
     with sigterm_as_interrupt():
         try:
             yield s
-            outcome = "complete" if store is None or not store.points_not_ok() else "partial"
+            not_ok = store.points_not_ok() if store else {}
+            outcome = "partial" if not_ok else "complete"
         except KeyboardInterrupt:
             outcome, in_flight = "interrupted", True
             raise
@@ -273,7 +275,8 @@ def session(inventory: Inventory, store: RunStore | None = None, tls: bool = Fal
                 status = "cleanup_failed" if leftovers else outcome
                 if store:
                     extra: dict[str, Any] = {"leftovers": leftovers, "outcome": outcome,
-                                             "failed_points": list(_quietly(store.points_not_ok) or {})}
+                                             "failed_points": list(not_ok if not_ok is not None
+                                                                   else _quietly(store.points_not_ok) or {})}
                     if noted:
                         extra["signals_during_cleanup"] = [signal.Signals(n).name for n in noted]
                     store.finish(status, **extra)

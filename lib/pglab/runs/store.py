@@ -220,6 +220,15 @@ def points_not_ok(run_dir: Path) -> dict[str, str]:
     return out
 
 
+def not_publishable(run_dir: Path, status: str | None) -> str | None:
+    """Why a run of this status is not the pipeline's run (None for a complete one)."""
+    if status == "partial":
+        return f"run {run_dir} is partial: {points_not_ok_summary(run_dir)}"
+    if status != "complete":
+        return f"run {run_dir} ended {status}: run `pglab cleanup`"
+    return None
+
+
 def points_not_ok_summary(run_dir: Path, show: int = 3) -> str:
     """One line: how many planned points are not ok, and the first few with why."""
     bad = points_not_ok(run_dir)
