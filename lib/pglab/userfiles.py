@@ -1,5 +1,5 @@
-"""Files a user hands pglab (params, inventory, ``pglab parse`` input, a service file): every way one can
-be wrong becomes one message naming the file, and for YAML the line and column, never a traceback.
+"""Files a user hands pglab (params, inventory, ``pglab parse`` input, a service file, a passfile): every way
+one can be wrong becomes one message naming the file, and for YAML the line and column, never a traceback.
 
 The base layer beside ``errors``: hosts (the inventory), runs (the params) and the parsers all read
 user files the same way.
@@ -7,6 +7,7 @@ user files the same way.
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -30,18 +31,22 @@ class FileError(UserError):
 def check_readable(path: str | Path, what: str, max_bytes: int | None = None) -> Path:
     """``path`` as a Path once it is known to be a readable regular file (not empty, not too big)."""
     p = Path(path)
-    if not p.exists():
-        raise FileError(p, f"does not exist (expected {what})")
-    if p.is_dir():
+    try:  # not Path.exists: it raises when a folder above the file may not be entered
+        st = p.stat()
+    except FileNotFoundError:
+        raise FileError(p, f"does not exist (expected {what})") from None
+    except OSError as exc:
+        raise FileError(p, f"cannot be read: {exc.strerror or exc} (expected {what})") from None
+    if stat.S_ISDIR(st.st_mode):
         raise FileError(p, f"is a directory (expected {what}, a file)")
-    if not p.is_file():
+    if not stat.S_ISREG(st.st_mode):
         raise FileError(p, f"is not a regular file (expected {what})")
     try:
         with p.open("rb"):
             pass
     except OSError as exc:
-        raise FileError(p, f"cannot be read: {exc.strerror or exc}") from None
-    size = p.stat().st_size
+        raise FileError(p, f"cannot be read: {exc.strerror or exc} (expected {what})") from None
+    size = st.st_size
     if size == 0:
         raise FileError(p, f"is empty (expected {what})")
     if max_bytes is not None and size > max_bytes:
@@ -63,6 +68,15 @@ def read_text(path: str | Path, what: str, max_bytes: int = MAX_YAML_BYTES) -> s
     if not text.strip():
         raise FileError(p, f"holds only blank lines (expected {what})")
     return text
+
+
+def check_text(path: str | Path, what: str, max_bytes: int = MAX_YAML_BYTES) -> Path:
+    """A file another program reads (a libpq passfile or service file): readable, not empty, not binary.
+    Its content is not decoded or kept: a passfile holds passwords."""
+    p = check_readable(path, what, max_bytes)
+    if looks_binary(p):
+        raise FileError(p, f"is a binary file (expected {what}, text)")
+    return p
 
 
 def looks_binary(path: str | Path) -> bool:
