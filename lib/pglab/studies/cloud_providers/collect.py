@@ -21,6 +21,7 @@ already"). After the blocks, the pgbench tables are dropped from dsn targets (``
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from pglab.studies.cloud_providers.targets import (
     describe,
     open_targets,
     psql_rows,
+    session_warning,
     target_problems,
 )
 from pglab.workloads import observed, pgbench, sysbench
@@ -129,6 +131,9 @@ def _client_problems(p: Params, inventory: Inventory, host: Host) -> list[str]:
             problems.append(f"target {t.name}: cannot connect from {host.name} as given: {first}")
             continue
         problems += target_problems(t.name, p, rows[0])
+        warning = session_warning(t.name, rows[0])
+        if warning:
+            print(f"pglab: warning: {warning}", file=sys.stderr)
     return problems
 
 
@@ -170,7 +175,7 @@ def run_argv(h: Handle, p: Params, cores: int) -> list[str]:
 
 
 def sysbench_argv(h: Handle, p: Params, command: str) -> list[str]:
-    threads = p.sysbench_threads if command == "run" else min(p.sysbench_threads, p.sysbench_tables)
+    threads = p.sysbench_threads if command == "run" else p.prepare_threads
     return sysbench.sysbench_argv(p.sysbench_test, command, h.dbname, tables=p.sysbench_tables,
                                   table_size=p.sysbench_table_size, threads=threads, seconds=p.sysbench_seconds,
                                   report_interval=p.sysbench_report_interval)
@@ -201,14 +206,14 @@ def _measure(pl: Planned, point: Point, h: Handle, p: Params, cores: int, watch:
         return None if res.exit_code == 0 else f"pgbench exited {res.exit_code}"
     _run(h, point, sysbench_argv(h, p, "cleanup"), p.init_timeout_s, prefix="precleanup_")
     res = _run(h, point, sysbench_argv(h, p, "prepare"), p.init_timeout_s, prefix="prepare_")
-    reason = None if res.exit_code == 0 else f"sysbench prepare exited {res.exit_code}"
+    reason = sysbench.failure("prepare", res)
     if reason is None:
         with watch(nodes, p.sysbench_warmup_s):
             res = _run(h, point, sysbench_argv(h, p, "run"), p.sysbench_seconds + p.client_timeout_s)
-        reason = None if res.exit_code == 0 else f"sysbench run exited {res.exit_code}"
+        reason = sysbench.failure("run", res)
     res = _run(h, point, sysbench_argv(h, p, "cleanup"), p.init_timeout_s, prefix="cleanup_")
-    if reason is None and res.exit_code != 0:
-        reason = f"sysbench cleanup exited {res.exit_code} (sbtest tables may be left in {h.dbname})"
+    if reason is None and (why := sysbench.failure("cleanup", res)):
+        reason = f"{why} (sbtest tables may be left in {h.dbname})"
     return reason
 
 

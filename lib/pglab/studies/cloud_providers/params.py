@@ -207,8 +207,25 @@ class Params(BaseModel):
             out.append(t.provision.host if t.provision else t.os_host or self.client_host)
         return list(dict.fromkeys(out))
 
+    @property
+    def prepare_threads(self) -> int:
+        """sysbench prepare's --threads: a thread with no table to create would only connect."""
+        return min(self.sysbench_threads, self.sysbench_tables)
+
+    def connection_loads(self) -> dict[str, int]:
+        """The most connections each program holds at once on a target, as measured against PostgreSQL 15
+        (tests/test_managed_target.py): pgbench --client N opens N+1 but closes its first (the vacuum) before
+        the clients connect; sysbench prepare opens one per thread plus one per table it creates (to read the
+        database's capabilities), up to two per thread at once; sysbench run one per thread."""
+        out = {}
+        if "pgbench" in self.workloads:
+            out[f"pgbench --client {self.clients}"] = self.clients
+        if "sysbench" in self.workloads:
+            out[f"sysbench run --threads {self.sysbench_threads}"] = self.sysbench_threads
+            out[f"sysbench prepare --threads {self.prepare_threads} (2 per thread: its own and one per table it "
+                "creates)"] = 2 * self.prepare_threads
+        return out
+
     def connections_needed(self) -> int:
-        """What one target must admit at once: the larger workload's clients plus pglab's own sessions."""
-        load = [self.clients if "pgbench" in self.workloads else 0,
-                self.sysbench_threads if "sysbench" in self.workloads else 0]
-        return max(load) + OWN_CONNECTIONS
+        """What one target must admit at once: the largest load plus pglab's own sessions."""
+        return max(self.connection_loads().values()) + OWN_CONNECTIONS

@@ -26,11 +26,16 @@ from pglab.studies.cloud_providers.params import OWN_CONNECTIONS, Params, Target
 from pglab.workloads import sysbench
 
 # One statement, read by psql on the client host: what the connection preflight and the manifest need.
+# Sessions in use are counted by their rows: without pg_read_all_stats (pg_monitor) another role's row shows
+# no backend_type, state or query, but it is there, with its database (an auxiliary process has none).
+HIDDEN = "backend_type is null and datid is not null"
 PREFLIGHT_SQL = ("select current_setting('max_connections'), current_setting('superuser_reserved_connections'), "
                  "coalesce(nullif(current_setting('reserved_connections', true), ''), '0'), "
-                 "(select count(*) from pg_stat_activity where backend_type = 'client backend'), "
+                 f"(select count(*) from pg_stat_activity where backend_type = 'client backend' or ({HIDDEN})), "
                  "has_schema_privilege('public', 'CREATE'), current_user, current_database(), "
-                 "current_setting('server_version'), current_setting('server_version_num')")
+                 "current_setting('server_version'), current_setting('server_version_num'), "
+                 f"(select count(*) from pg_stat_activity where {HIDDEN}), "
+                 "pg_has_role(current_user, 'pg_read_all_stats', 'USAGE')")
 # What the client's own connection used, as the server saw it: TLS (pg_stat_ssl shows every role its
 # own backend) and the address and port it reached (a service target names neither in the params)
 CONNECTION_SQL = ("select coalesce((select ssl::text || '\t' || coalesce(version, '') from pg_stat_ssl "
@@ -144,7 +149,7 @@ def sized_settings(mem_total_kb: int, fractions: dict[str, float]) -> dict[str, 
 
 
 def connection_problem(name: str, p: Params, max_connections: int, superuser_reserved: int, reserved: int,
-                       in_use: int) -> str | None:
+                       in_use: int, hidden: int = 0, role: str = "") -> str | None:
     """The article's "sorry, too many clients already", said before the load with the numbers."""
     need = p.connections_needed()
     free = max_connections - superuser_reserved - reserved - in_use
@@ -153,27 +158,42 @@ def connection_problem(name: str, p: Params, max_connections: int, superuser_res
     parts = [f"max_connections {max_connections}", f"superuser_reserved_connections {superuser_reserved}"]
     if reserved:
         parts.append(f"reserved_connections {reserved}")
-    parts.append(f"{in_use} in use")
-    loads = [f"pgbench --client {p.clients}" if "pgbench" in p.workloads else "",
-             f"sysbench --threads {p.sysbench_threads}" if "sysbench" in p.workloads else ""]
-    return (f"target {name}: needs {need} connections ({' / '.join(x for x in loads if x)}, the larger, plus "
-            f"{OWN_CONNECTIONS} of pglab's own) but only {free} are free: {' - '.join(parts)} = {free}. "
-            f"Raise max_connections on {name} to at least {max_connections + need - free} (its settings, or the "
-            "provider's parameter group / database flags), or lower clients and sysbench_threads; otherwise "
-            "the run fails with 'sorry, too many clients already'")
+    parts.append(f"{in_use} in use" + (f" ({hidden} of them other roles' sessions whose details role {role} cannot "
+                                       "see, counted by their rows)" if hidden else ""))
+    loads = p.connection_loads()
+    largest = max(loads, key=lambda k: loads[k])
+    others = "; ".join(f"{k}: {v}" for k, v in loads.items() if k != largest)
+    return (f"target {name}: needs {need} connections ({largest} holds up to {loads[largest]} at once, the most of "
+            "its workloads" + (f" [{others}]" if others else "") + f", plus {OWN_CONNECTIONS} of pglab's own) but only "
+            f"{free} are free: {' - '.join(parts)} = {free}. Raise max_connections on {name} to at least "
+            f"{max_connections + need - free} (its settings, or the provider's parameter group / database flags), "
+            "or lower clients, sysbench_threads or sysbench_tables; otherwise the server refuses connections "
+            "('sorry, too many clients already' or 'remaining connection slots are reserved')")
 
 
 def target_problems(name: str, p: Params, row: list[str]) -> list[str]:
     """Problems a target's PREFLIGHT_SQL row shows (the caller's own session is not counted in use)."""
     max_conn, su_res, res, in_use = (int(x) for x in row[:4])
     out = []
-    msg = connection_problem(name, p, max_conn, su_res, res, max(0, in_use - 1))
+    msg = connection_problem(name, p, max_conn, su_res, res, max(0, in_use - 1), int(row[9]), row[5])
     if msg:
         out.append(msg)
     if row[4] != "t":
         out.append(f"target {name}: role {row[5]} may not create tables in schema public of database {row[6]} "
                    "(grant it CREATE there, or name a database where it may)")
     return out
+
+
+def session_warning(name: str, row: list[str]) -> str | None:
+    """Said when the role cannot see other sessions' details (a PREFLIGHT_SQL row): what was counted instead."""
+    if row[10] == "t":
+        return None
+    hidden = f"{row[9]} session{'' if row[9] == '1' else 's'} of other roles"
+    return (f"target {name}: role {row[5]} cannot see other sessions' details (it has not the privileges of "
+            f"pg_monitor or pg_read_all_stats): {hidden} counted as in use by their rows in pg_stat_activity "
+            "(their state and query are hidden; an autovacuum or parallel worker among them takes no connection "
+            "slot, so the count may be high), and wait events are sampled for this role's own sessions only. "
+            f"GRANT pg_monitor TO {row[5]} to see them")
 
 
 def open_targets(s: Session, p: Params, store: RunStore, client: Client) -> dict[str, Handle]:
@@ -251,7 +271,11 @@ def check_connections(handles: dict[str, Handle], store: RunStore, p: Params) ->
         row = h.psql(PREFLIGHT_SQL)[0]
         seen[name] = {"max_connections": int(row[0]), "superuser_reserved_connections": int(row[1]),
                       "reserved_connections": int(row[2]), "in_use": max(0, int(row[3]) - 1),
-                      "needed": p.connections_needed()}
+                      "hidden_sessions": int(row[9]), "sees_other_sessions": row[10] == "t",
+                      "needed": p.connections_needed(), "loads": p.connection_loads()}
+        warning = session_warning(name, row)
+        if warning:
+            seen[name]["warning"] = warning
         problems += target_problems(name, p, row)
     store.manifest["connections"] = seen
     store.save()
