@@ -15,6 +15,7 @@ from typing import Any
 
 from pglab.errors import PreflightError, ProcessError
 from pglab.hosts.base import Host
+from pglab.nodes import privileges
 from pglab.nodes.node import Node
 from pglab.nodes.target import _ENV, ServerTarget, Target
 from pglab.nodes.topology import Client
@@ -130,7 +131,20 @@ class Handle:
         return {**self.client.env(self.target), "PGDATABASE": self.dbname}
 
     def psql(self, sql: str, timeout: float = 60) -> list[list[str]]:
+        if self.node is None:  # somebody else's server: a superuser-only statement is never sent
+            privileges.refuse_superuser_only(self.name, sql)
         return psql_rows(self.client.host, self.client.bin("psql"), self.env(), self.dbname, sql, timeout)
+
+    def unreadable_settings(self) -> dict[str, str]:
+        """The restricted settings the role may not read, with the server's reason (one psql session that
+        goes on after each refused statement)."""
+        argv = [self.client.bin("psql"), "-X", "-A", "-t", "-F", "\t"]
+        for statement in privileges.probe_statements():
+            argv += ["-c", statement]
+        res = self.client.host.run([*argv, self.dbname], env=self.env(), timeout=60, check=False)
+        if res.exit_code not in (0, 1) or not (res.stdout.strip() or "ERROR:" in res.stderr):  # 2: no connection
+            raise ProcessError(self.client.host.name, res.command, res.exit_code, res.stdout, res.stderr)
+        return privileges.unreadable_from(res.stdout, res.stderr)
 
 
 def psql_rows(host: Host, psql: str, env: dict[str, str], dbname: str, sql: str,
@@ -243,11 +257,15 @@ def describe(handles: dict[str, Handle], store: RunStore, p: Params, client: Cli
         row = h.psql(PREFLIGHT_SQL)[0]
         settings = {r[0]: {"setting": r[1], "unit": r[2], "source": r[3]} for r in h.psql(SETTINGS_SQL)}
         ssl, ssl_version, address, port = h.psql(CONNECTION_SQL)[0]
-        store.manifest["targets"][name].update(version=h.psql("select version()")[0][0], server_version=row[7],
-                                               server_version_num=int(row[8]), user=row[5],
-                                               non_default_settings=settings,
-                                               client_connection={"tls": ssl == "true", "tls_version": ssl_version,
-                                                                  "server_address": address, "server_port": port})
+        t = store.manifest["targets"][name]
+        t.update(version=h.psql("select version()")[0][0], server_version=row[7], server_version_num=int(row[8]),
+                 user=row[5], non_default_settings=settings,
+                 client_connection={"tls": ssl == "true", "tls_version": ssl_version, "server_address": address,
+                                    "server_port": port})
+        if h.node is None:  # least privilege: what the role may do, what pglab left alone, what it could not read
+            priv = privileges.Privileges.from_row(row[5], h.psql(privileges.ROLE_SQL)[0])
+            t.update(privileges=priv.describe(), skipped=priv.skipped(waits_sampled=h.sampled is not None),
+                     unreadable_settings=h.unreadable_settings())
     store.manifest["topology"] = {
         "client": client.describe(),
         "targets": {n: {"kind": h.spec.kind, "host": h.node.host.name if h.node else None,
