@@ -24,6 +24,7 @@ from pglab.nodes.node import Node
 from pglab.runs.session import session
 from pglab.studies.cloud_providers import analyze, collect, targets
 from pglab.studies.cloud_providers.params import Params
+from pglab.userfiles import FileError
 from pglab.workloads import sysbench
 
 pytestmark = pytest.mark.servers
@@ -329,7 +330,7 @@ def test_a_bad_passfile_is_refused_before_anything_runs(server: Server, tmp_path
     loose.chmod(0o644)
     with pytest.raises(PreflightError, match="readable by group or others"):
         collect.collect(tiny(targets=[managed(server, passfile=str(loose))]), data_root=tmp_path, progress=False)
-    with pytest.raises(PreflightError, match="does not exist on the client host"):
+    with pytest.raises(FileError, match=f"{tmp_path / 'none'}: does not exist .expected the passfile of target"):
         collect.collect(tiny(targets=[managed(server, passfile=str(tmp_path / "none"))]), data_root=tmp_path,
                         progress=False)
 

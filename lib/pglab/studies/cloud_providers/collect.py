@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pglab import userfiles
 from pglab.errors import ProcessError
 from pglab.hosts.base import Host, Result
 from pglab.hosts.inventory import Inventory
@@ -46,6 +47,7 @@ from pglab.studies.cloud_providers.targets import (
     session_warning,
     target_problems,
 )
+from pglab.userfiles import FileError
 from pglab.workloads import observed, pgbench, sysbench
 from pglab.workloads.observed import Watch
 
@@ -109,20 +111,15 @@ def _client_problems(p: Params, inventory: Inventory, host: Host) -> list[str]:
     for t in p.targets:
         if t.provision:
             continue
-        files_ok = True
         for what, path in (("passfile", t.passfile), ("servicefile", t.servicefile)):
-            if not path:
+            if path:
+                client_file(host, path, FILE_KINDS[what].format(target=t.name))
+        if t.passfile:
+            mode = host.run(["stat", "-c", "%a", t.passfile], check=False).stdout.strip()
+            if int(mode or "0", 8) & 0o077:
+                problems.append(f"target {t.name}: passfile {t.passfile} is readable by group or others (mode "
+                                f"{mode}): libpq ignores it; chmod 600 it")
                 continue
-            st = host.run(["stat", "-c", "%a", path], check=False)
-            if st.exit_code != 0:
-                problems.append(f"target {t.name}: {what} {path} does not exist on the client host {host.name}")
-                files_ok = False
-            elif what == "passfile" and int(st.stdout.strip() or "0", 8) & 0o077:
-                problems.append(f"target {t.name}: passfile {path} is readable by group or others (mode "
-                                f"{st.stdout.strip()}): libpq ignores it; chmod 600 it")
-                files_ok = False
-        if not files_ok:
-            continue
         try:
             rows = psql_rows(host, psql, {**ManagedTarget.of(t).env(), "PGDATABASE": t.database}, t.database,
                              PREFLIGHT_SQL, timeout=30)
@@ -135,6 +132,31 @@ def _client_problems(p: Params, inventory: Inventory, host: Host) -> list[str]:
         if warning:
             print(f"pglab: warning: {warning}", file=sys.stderr)
     return problems
+
+
+FILE_KINDS = {"passfile": "the passfile of target {target}: a libpq passfile, host:port:database:user:password lines",
+              "servicefile": "the servicefile of target {target}: a libpq service file, [name] sections of "
+                             "keyword=value lines"}
+# The same checks as userfiles.check_text, on a client host reached over SSH (one command, first match wins)
+_REMOTE_CHECK = ('p="$1"; if [ ! -e "$p" ]; then echo missing; elif [ -d "$p" ]; then echo directory; '
+                 'elif [ ! -f "$p" ]; then echo special; elif [ ! -r "$p" ]; then echo unreadable; '
+                 'elif [ ! -s "$p" ]; then echo empty; '
+                 'elif [ "$(head -c 8192 "$p" | tr -d "\\000" | wc -c)" != "$(head -c 8192 "$p" | wc -c)" ]; '
+                 'then echo binary; else echo ok; fi')
+_REMOTE_PROBLEMS = {"missing": "does not exist", "directory": "is a directory", "special": "is not a regular file",
+                    "unreadable": "cannot be read: Permission denied", "empty": "is empty",
+                    "binary": "is a binary file"}
+
+
+def client_file(host: Host, path: str, what: str) -> None:
+    """A passfile or service file on the client host, checked as userfiles checks a file it reads (FileError:
+    one line naming the file); never read into pglab beyond the first bytes (a passfile holds passwords)."""
+    if host.is_local:
+        userfiles.check_text(path, what)
+        return
+    found = host.run(["sh", "-c", _REMOTE_CHECK, "sh", path], check=False).stdout.strip()
+    if found in _REMOTE_PROBLEMS:
+        raise FileError(path, f"{_REMOTE_PROBLEMS[found]} on host {host.name} (expected {what})")
 
 
 def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: str = "custom",
