@@ -58,14 +58,16 @@ if [ ! -x .venv/bin/python ] || [ "$old_stamp" != "$stamp" ]; then
     # downloads, no per-package subprocess); pip stays the fallback. uv itself is pinned here, not in
     # the lock: it is a tool of this script, not a dependency of pglab, and is not left in .venv.
     # uv goes to a folder of its own, removed after: .venv holds exactly the lock (tests/test_packaging.py)
+    # --no-deps: the lock is complete (pip check below proves it) and leaves out on purpose what nothing here
+    # uses (scripts/lock_prune.py), which resolving the extras again would bring back
     uv_dir=$(mktemp -d)
     if .venv/bin/python -m pip install -q --target "$uv_dir" "uv==$UV_VERSION" 2>/dev/null; then
-      "$uv_dir/bin/uv" pip install -q --python .venv/bin/python -r "$LOCK"
+      "$uv_dir/bin/uv" pip install -q --no-deps --python .venv/bin/python -r "$LOCK"
       rm -rf "$uv_dir"
     else
       rm -rf "$uv_dir"
       echo "pglab: uv $UV_VERSION unavailable: installing with pip (about 3 minutes)"
-      .venv/bin/python -m pip install -q -r "$LOCK"
+      .venv/bin/python -m pip install -q --no-deps -r "$LOCK"
     fi
   else
     echo "pglab: pyproject.toml changed: re-installing the project into .venv"

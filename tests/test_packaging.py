@@ -202,3 +202,14 @@ def test_the_filter_strips_outputs() -> None:
 def test_gitattributes_names_the_filter() -> None:
     lines = (REPO / ".gitattributes").read_text().splitlines()
     assert "*.ipynb filter=nbstripout" in lines and "*.ipynb diff=ipynb" in lines
+
+
+def test_jupyter_tools_start_without_the_slow_iri_parser() -> None:
+    """rfc3987-syntax (jsonschema's IRI format check) is left out of the lock by `make lock`: it costs 3 s of CPU
+    at every papermill, nbconvert and kernel start (scripts/lock_prune.py says why)."""
+    makefile = (REPO / "Makefile").read_text()
+    assert "scripts/lock_prune.py requirements.lock" in makefile[makefile.index("\nlock:"):]
+    assert "rfc3987-syntax" not in lock_pins() and "lark" not in lock_pins()
+    probe = "import sys, papermill, nbconvert; print(sorted(m for m in ('rfc3987_syntax', 'lark') if m in sys.modules))"
+    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and res.stdout.strip() == "[]", res.stdout + res.stderr
