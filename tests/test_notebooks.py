@@ -66,23 +66,25 @@ def test_misspelt_names_and_lists_as_text_are_refused() -> None:
     assert "block: unknown parameter (did you mean 'blocks'?)" in text
     assert "client: unknown parameter (did you mean 'clients'?)" in text
     assert "clients: got the text '[1, 4]'" in text and "-y" in text
+    with pytest.raises(ParameterError) as exc:  # every problem at once: a name and a value
+        notebook.parameters("synchronous_commit", {"profile": "smoke", "block": 5, "seconds": "abc"})
+    assert "block: unknown parameter" in str(exc.value) and "seconds: Input should be a valid integer" in str(exc.value)
 
 
 def test_papermill_with_a_misspelt_name_fails_before_anything_starts(tmp_path: Path) -> None:
-    """A misspelt name and a bad value: one message each, no traceback through pglab, nothing started."""
+    """A misspelt name and a bad value: one message each, in one run, no traceback through pglab, nothing started."""
     before = workspaces()
-    for args, says in [(["-p", "block", "5"], "block: unknown parameter (did you mean 'blocks'?)"),
-                       (["-p", "seconds", "abc"], "seconds: Input should be a valid integer")]:
-        res = subprocess.run([PAPERMILL, "notebooks/synchronous_commit.ipynb", str(tmp_path / "out.ipynb"),
-                              *args, "-p", "data_root", str(tmp_path / "data")],
-                             cwd=REPO, capture_output=True, text=True, timeout=300)
-        assert res.returncode != 0
-        out = res.stderr + res.stdout
+    res = subprocess.run([PAPERMILL, "notebooks/synchronous_commit.ipynb", str(tmp_path / "out.ipynb"),
+                          "-p", "block", "5", "-p", "seconds", "abc", "-p", "data_root", str(tmp_path / "data")],
+                         cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert res.returncode != 0
+    out = res.stderr + res.stdout
+    for says in ("block: unknown parameter (did you mean 'blocks'?)", "seconds: Input should be a valid integer"):
         assert says in out
-        # the cell's error is the message alone: papermill's report ends with it, not with pglab's frames
-        cell_error = out[out.index('Exception encountered at "In'):]
-        assert cell_error.splitlines()[1].startswith("ParameterError: invalid parameters in notebooks/")
-        assert "lib/pglab/" not in cell_error, cell_error
+    # the cell's error is the message alone: papermill's report ends with it, not with pglab's frames
+    cell_error = out[out.index('Exception encountered at "In'):]
+    assert cell_error.splitlines()[1].startswith("ParameterError: invalid parameters in notebooks/")
+    assert "lib/pglab/" not in cell_error, cell_error
     assert not (tmp_path / "data").exists() and workspaces() == before
 
 

@@ -100,15 +100,27 @@ def parameters(study: str, namespace: dict[str, Any], root: Path | None = None
             problems.append(f"{name}: got the text {value!r}; papermill's -p passes text, so give lists and "
                             f"dicts with -y, e.g. -y '{name}: [1, 4]'")
     source = f"notebooks/{study}.ipynb parameters"
-    if problems:
-        raise ParameterError(source, problems)
     profile = str(namespace.get("profile") or "")
+    if problems:  # the values are checked too, so that one run names every problem
+        texts = {k for k, v in overrides.items() if isinstance(v, str) and _is_container(fields[k].annotation)}
+        problems += _value_problems(study, root, profile, {k: v for k, v in overrides.items() if k not in texts})
+        raise ParameterError(source, problems)
     name, values, inventory = profile_values(root / "params" / f"{study}.yaml", profile or None)
     # every value checked here, before anything starts, and named as the notebook's (papermill's -p/-y)
     validate(module(study, "params").Params, {**values, **overrides},
              f"{source} (profile {name} of params/{study}.yaml, with {', '.join(sorted(overrides)) or 'no'} "
              "overrides)")
     return name, {**values, **overrides}, overrides, inventory
+
+
+def _value_problems(study: str, root: Path, profile: str, overrides: dict[str, Any]) -> list[str]:
+    """What ``validate`` would say of the profile with ``overrides`` (a bad profile name included)."""
+    try:
+        _, values, _ = profile_values(root / "params" / f"{study}.yaml", profile or None)
+        validate(module(study, "params").Params, {**values, **overrides}, "")
+    except ParameterError as exc:
+        return exc.problems
+    return []
 
 
 def run(study: str, namespace: dict[str, Any], *, progress: bool = True) -> Any:
