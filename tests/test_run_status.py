@@ -17,7 +17,7 @@ import yaml
 from conftest import REPO, postgres_pids
 from pglab.app import collect as app_collect
 from pglab.app import exits, notebook
-from pglab.errors import RunAborted
+from pglab.errors import RunAborted, first_line
 from pglab.hosts.inventory import Inventory
 from pglab.runs import runs_index, sweep
 from pglab.runs.session import session
@@ -86,6 +86,12 @@ def test_a_node_that_dies_ends_the_run_at_once(tmp_path: Path, victim: str) -> N
     assert not (data / "raw" / "synchronous_commit").exists()  # never the pipeline's run
     assert not postgres_pids(m["workspaces"]["local"])
     shutil.rmtree(m["workspaces"]["local"], ignore_errors=True)
+
+
+def test_a_failed_point_is_summarised_by_the_first_line_of_its_error() -> None:
+    assert first_line("  OperationalError: connection failed\n  DETAIL: more") == "OperationalError: connection failed"
+    assert first_line("x" * 500) == "x" * 200 and first_line("x" * 500, 300) == "x" * 300
+    assert first_line("") == first_line(None) == first_line(" \n ") == ""
 
 
 def test_a_failed_point_makes_the_run_partial_and_a_sick_session_aborts_it(tmp_path: Path) -> None:

@@ -119,3 +119,9 @@ def shorten(statement: str, limit: int = 160) -> str:
     """One line of at most ``limit`` characters: enough to recognise a statement in a message."""
     flat = " ".join(statement.split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def first_line(text: object, limit: int = 200) -> str:
+    """The first line of an error, capped: what a one-line summary of a failed point or host shows."""
+    lines = str(text or "").strip().splitlines()
+    return lines[0][:limit] if lines else ""

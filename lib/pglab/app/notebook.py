@@ -20,7 +20,7 @@ from typing import Any
 
 from pglab.analysis import placement
 from pglab.app.paths import repo_root
-from pglab.errors import ParameterError, PglabError, RunAborted, UserError
+from pglab.errors import ParameterError, PglabError, RunAborted, UserError, first_line
 from pglab.hosts.inventory import load_inventory
 from pglab.runs.params import profile_values, validate
 from pglab.runs.store import analysis_run, archive_dir, load_manifest, not_publishable, pipeline_dir, publish
@@ -157,7 +157,7 @@ def assert_every_point_measured(result: Any) -> None:
     """The check cell's last word: a run with a failed point is not a result (AssertionError naming them)."""
     failed = result.failed
     if len(failed):
-        lines = [f"  {r.point}: {r.status}: {(str(r.error).strip().splitlines() or [''])[0][:200]}"
+        lines = [f"  {r.point}: {r.status}: {first_line(r.error)}"
                  for r in failed.head(10).itertuples()]
         more = f"\n  ... and {len(failed) - 10} more (failed_points.csv)" if len(failed) > 10 else ""
         raise AssertionError(f"{len(failed)} point(s) failed; the verdicts above rest on an incomplete run:\n"

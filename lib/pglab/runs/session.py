@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from pglab.errors import first_line
 from pglab.hosts import procs
 from pglab.hosts.base import Background, Host
 from pglab.hosts.inventory import Inventory
@@ -129,8 +130,7 @@ class Session:
             try:
                 host.run(["true"], timeout=HEALTH_TIMEOUT_S)
             except Exception as exc:  # noqa: BLE001  (SSH and socket errors as much as ProcessError)
-                first = (str(exc).strip().splitlines() or [""])[0][:200]
-                return f"host {name} does not answer ({type(exc).__name__}: {first})"
+                return f"host {name} does not answer ({type(exc).__name__}: {first_line(exc)})"
         for node in self.nodes:
             try:
                 if not node.up or node.is_running():

@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from pglab.errors import first_line
 from pglab.hosts.base import Result
 from pglab.runs import runs_index
 
@@ -215,8 +216,8 @@ def points_not_ok(run_dir: Path) -> dict[str, str]:
             out[pid] = "not measured"
             continue
         if meta.get("status") != "ok":
-            error = str(meta.get("error") or "").strip().splitlines()
-            out[pid] = f"{meta.get('status')}" + (f": {error[0][:200]}" if error else "")
+            error = first_line(meta.get("error"))
+            out[pid] = f"{meta.get('status')}" + (f": {error}" if error else "")
     return out
 
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pglab.errors import RunAborted
+from pglab.errors import RunAborted, first_line
 from pglab.runs.progress import bar as progress_bar
 from pglab.runs.store import Point, RunStore, write_json
 
@@ -211,7 +211,7 @@ def _stop_if_broken(point_id: str, reason: str, health: Callable[[], str | None]
     problem = f"a disk is full ({fatal!r} in the point's error)" if fatal else (health() if health else None)
     if problem:
         raise Abort(f"point {point_id} failed and the run cannot go on: {problem}\n"
-                    f"  the point's error: {reason.strip().splitlines()[0][:300] if reason.strip() else '?'}")
+                    f"  the point's error: {first_line(reason, 300) or '?'}")
 
 
 def own_cpu(before: os.times_result, wall_s: float) -> dict[str, float]:

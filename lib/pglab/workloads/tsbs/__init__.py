@@ -14,7 +14,7 @@ Layouts: ``plain`` (one table), ``partitioned`` (declarative RANGE partitions on
 interval, aligned like TimescaleDB's chunks and created before the load; indexes on the parent) and
 ``hypertable`` (TimescaleDB, with ``create_hypertable`` in the installed version's form).
 
-The rows (``tsbs_data``), the loader (``tsbs_load``) and the queries (``tsbs_queries``) live in their own
+The rows (``tsbs.data``), the loader (``tsbs.load``) and the queries (``tsbs.queries``) live in their own
 modules; this one gathers the API and is the program the study runs on the client host like pgbench::
 
     python -m pglab.workloads.tsbs load --devices 200 --start 2016-01-01T00:00:00+00:00 --duration-s 7200 \\
