@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from pglab.hosts.lab.sshd import KEY_ONLY
 
 SSHD = "/usr/sbin/sshd"
 SSH_KEYGEN = "ssh-keygen"
@@ -132,24 +133,12 @@ def _sshd_config(tmp: Path, port: int, user: str) -> str:
             f"PidFile {tmp / 'run' / 'sshd.pid'}",
             f"AuthorizedKeysFile {tmp / 'authorized_keys'}",
             f"AllowUsers {user}",
-            "PubkeyAuthentication yes",
-            "PasswordAuthentication no",
-            "KbdInteractiveAuthentication no",
-            "HostbasedAuthentication no",
             "PermitRootLogin no",
-            "UsePAM no",
-            "StrictModes no",
-            "PrintMotd no",
-            "PrintLastLog no",
-            "UseDNS no",
-            "X11Forwarding no",
-            "AllowAgentForwarding no",
-            "PermitUserEnvironment no",
+            *KEY_ONLY,  # the lab's sshd options, the same here
             # many parallel logins must not be dropped at random (default 10:30:100)
             "MaxStartups 200",
             "MaxSessions 64",
             "LogLevel VERBOSE",
-            "Subsystem sftp internal-sftp",
             "",
         ]
     )

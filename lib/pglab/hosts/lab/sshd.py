@@ -19,6 +19,15 @@ SSHD_PRIVSEP_DIR = Path("/run/sshd")
 SSHD_START_TIMEOUT = 10.0
 
 
+# What every sshd pglab starts shares (the lab's, and the test suite's on 127.0.0.1): keys only, no PAM, no
+# forwarding, nothing from the user's environment. StrictModes off: the state dir may sit below a
+# world-writable /tmp (tests); its files are 0600 in 0700 dirs.
+KEY_ONLY = ("PubkeyAuthentication yes", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
+            "HostbasedAuthentication no", "UsePAM no", "StrictModes no", "PrintMotd no", "PrintLastLog no",
+            "UseDNS no", "X11Forwarding no", "AllowAgentForwarding no", "PermitUserEnvironment no",
+            "Subsystem sftp internal-sftp")
+
+
 def _sshd_config(lab: Lab, h: LabHost) -> str:
     d = lab.host_dir(h)
     return "\n".join([
@@ -30,19 +39,7 @@ def _sshd_config(lab: Lab, h: LabHost) -> str:
         f"AuthorizedKeysFile {lab.state_dir / 'authorized_keys'}",
         "AllowUsers root",
         "PermitRootLogin prohibit-password",
-        "PubkeyAuthentication yes",
-        "PasswordAuthentication no",
-        "KbdInteractiveAuthentication no",
-        "HostbasedAuthentication no",
-        "UsePAM no",
-        # the state dir may sit below a world-writable /tmp (tests); its files are root's, 0600, in 0700 dirs
-        "StrictModes no",
-        "PrintMotd no",
-        "PrintLastLog no",
-        "UseDNS no",
-        "X11Forwarding no",
-        "AllowAgentForwarding no",
-        "PermitUserEnvironment no",
+        *KEY_ONLY,
         # The lab host's own, empty home: a login never runs the control user's shell startup files.
         # Root's ~/.bashrc here runs `pyenv rehash`, which takes a machine-wide lock file; a lab host
         # killed mid-login (a test's dead standby) left that lock, and every later login waited 60 s.
@@ -50,7 +47,6 @@ def _sshd_config(lab: Lab, h: LabHost) -> str:
         "MaxStartups 100:30:200",
         "MaxSessions 64",
         "LogLevel INFO",
-        "Subsystem sftp internal-sftp",
         "",
     ])
 
