@@ -13,6 +13,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -213,3 +214,15 @@ def test_jupyter_tools_start_without_the_slow_iri_parser() -> None:
     probe = "import sys, papermill, nbconvert; print(sorted(m for m in ('rfc3987_syntax', 'lark') if m in sys.modules))"
     res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and res.stdout.strip() == "[]", res.stdout + res.stderr
+
+
+def test_the_environment_is_compiled_to_bytecode() -> None:
+    """bootstrap.sh installs with --compile-bytecode: where .pyc files cannot be written (PYTHONDONTWRITEBYTECODE,
+    as on this machine) every process would compile pandas, scipy, Jupyter and DVC from source again."""
+    import importlib.util
+
+    for name in ("pandas", "scipy.stats", "nbformat", "dvc", "papermill"):
+        spec = importlib.util.find_spec(name)
+        assert spec is not None and spec.origin, name
+        cached = Path(importlib.util.cache_from_source(spec.origin))
+        assert cached.exists(), f"{name}: no bytecode at {cached} (scripts/bootstrap.sh: uv --compile-bytecode)"
