@@ -48,6 +48,10 @@ clean-leftovers: setup
 
 ## make lab: JupyterLab on copies of the notebooks in lab/ (ignored by git and DVC), so exploring never
 ## dirties notebooks/ (a DVC dependency); existing copies are kept
+## It listens on 127.0.0.1 only (LAB_PORT, default 8888) and prints its URL with the token; as root (this
+## machine's user) it passes --allow-root, which JupyterLab otherwise refuses to start without.
+LAB_PORT ?= 8888
 lab: setup
 	mkdir -p lab && cp -n notebooks/*.ipynb lab/
-	jupyter lab lab/
+	jupyter lab --ip 127.0.0.1 --port $(LAB_PORT) --port-retries 0 --no-browser \
+	  $(if $(filter 0,$(shell id -u)),--allow-root) --notebook-dir lab

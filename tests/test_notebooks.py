@@ -131,3 +131,41 @@ def test_a_notebook_run_shows_its_data_root_and_leaks_no_password(tmp_path: Path
     for pw in secrets:
         leaks = [str(p) for p in [*data.rglob("*"), *out.rglob("*")] if p.is_file() and pw.encode() in p.read_bytes()]
         assert not leaks and pw not in res.stdout + res.stderr, leaks
+
+
+def test_make_lab_serves_on_localhost_only_and_prints_its_url(tmp_path: Path) -> None:
+    """`make lab` as this machine's user (root here: --allow-root) on a free port: the URL with its token is
+    printed, the server listens on 127.0.0.1 alone and answers there; stopped by its process group."""
+    import signal
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = tmp_path / "lab.log"
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    with open(log, "w") as out:
+        proc = subprocess.Popen(["make", "-s", "lab", f"LAB_PORT={port}"], cwd=REPO, env=env, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        url, deadline = None, time.monotonic() + 120
+        while url is None and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.5)
+            url = next((w for w in log.read_text().split() if w.startswith(f"http://127.0.0.1:{port}/lab?token=")),
+                       None)
+        assert url, f"no URL with a token printed:\n{log.read_text()[-3000:]}"
+        listening = subprocess.run(["ss", "-Htln"], capture_output=True, text=True).stdout.splitlines()
+        mine = [line.split()[3] for line in listening if line.split()[3].endswith(f":{port}")]
+        assert mine == [f"127.0.0.1:{port}"], mine
+        token = url.split("token=", 1)[1]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status?token={token}", timeout=30) as res:
+            assert res.status == 200
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
