@@ -202,8 +202,9 @@ def test_a_pid_that_now_belongs_to_another_process_is_left_alone(tmp_path: Path)
         # the same PID, proven: stopped (the check is not "never kill")
         write_run(tmp_path, processes=[{**entry, **real}])
         report = cleanup_leftovers(tmp_path, Inventory())
-        assert sleep.wait(timeout=10) == -signal.SIGTERM
-        assert f"stopped process {sleep.pid} on local" in "\n".join(report.lines)
+        text = "\n".join(report.lines)  # first, so that a failure shows what cleanup did
+        assert f"stopped process {sleep.pid} on local (SIGTERM)" in text, text
+        assert sleep.wait(timeout=30) == -signal.SIGTERM, text
     finally:
         if sleep.poll() is None:
             os.kill(sleep.pid, signal.SIGKILL)
