@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import gzip
+import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +25,29 @@ from pglab.parsers.txlog_kernel import HIST_US
 from pglab.parsers.txlog_latencies import _percentiles
 
 LOGS = sorted((REPO / "tests/data/pgbench").glob("*/txlog*"))
+
+
+@pytest.fixture(autouse=True)
+def compiled_for_any_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These logs are small: without this they would all take the general readers (``MIN_BYTES``), and
+    the comparisons below of the compiled loop with them would compare the general readers with themselves."""
+    monkeypatch.setattr(txlog_kernel, "MIN_BYTES", 0)
+
+
+def test_a_small_input_never_loads_numba(tmp_path: Path) -> None:
+    """Below ``MIN_BYTES`` the general readers give the same numbers without numba's import (about 3 s of
+    CPU in every analysis, 20 s more to compile in a new copy of the code)."""
+    code = ("import json, sys; from pglab.parsers.txlog import merged_percentiles, parse_transaction_log_file\n"
+            "paths = sys.argv[1:]\n"
+            "out = [parse_transaction_log_file(p) for p in paths] + [merged_percentiles(paths)]\n"
+            "print(json.dumps({'numba': 'numba' in sys.modules, 'out': repr(out)}))")
+    paths = [str(p) for p in LOGS if "retries" not in p.name and "rate" not in p.name]
+    run = subprocess.run([sys.executable, "-c", code, *paths], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO / "lib")})
+    got = json.loads(run.stdout)
+    assert got["numba"] is False
+    assert got["out"] == repr([parse_transaction_log_file(p) for p in paths] + [merged_percentiles(paths)])
+    assert txlog_kernel.worth_it(txlog_kernel.MIN_BYTES) and txlog_kernel.available()  # here: the compiled loop
 
 
 def reference(path: Path) -> dict:

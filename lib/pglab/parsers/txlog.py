@@ -38,13 +38,13 @@ from pglab.parsers.txlog_readers import TxLogScan, scan_chunk_arrow, scan_chunk_
 CHUNK_BYTES = 16 << 20
 
 
-def _scan(open_stream: Callable[[], BinaryIO], chunk_bytes: int, lat: Latencies, full: bool = True) -> TxLogScan:
+def _scan(open_stream: Callable[[], BinaryIO], chunk_bytes: int, lat: Latencies, full: bool = True,
+          compiled: bool = True) -> TxLogScan:
     """One pass over a log, chunk by chunk, latencies added to ``lat``; a chunk the vectorised reader
-    refuses is read line by line."""
+    refuses is read line by line. ``compiled``: the caller's ``txlog_kernel.worth_it`` for its input."""
     if chunk_bytes < 1:
         raise ValueError(f"chunk_bytes must be positive, not {chunk_bytes}")
     acc = TxLogScan(lat)
-    compiled = txlog_kernel.available()
     scratch = txlog_parts.Scratch()
     with open_stream() as f:
         mm = map_file(f) if compiled else None
@@ -121,8 +121,9 @@ def parse_transaction_log_file(path: str | os.PathLike[str], seventh_column: str
     Memory stays near a chunk plus the latencies' histograms (a few MB), whatever the file's size.
     """
     _check_seventh(seventh_column)
-    return _summary(_scan(_opener(path), chunk_bytes, Latencies(_input_bytes(path), counted=True)),
-                    seventh_column)
+    size = _input_bytes(path)
+    return _summary(_scan(_opener(path), chunk_bytes, Latencies(size, counted=True),
+                          compiled=txlog_kernel.worth_it(size)), seventh_column)
 
 
 def parse_transaction_log(text: str, seventh_column: str | None = None) -> dict[str, Any]:
@@ -141,21 +142,22 @@ def parse_transaction_log(text: str, seventh_column: str | None = None) -> dict[
     """
     _check_seventh(seventh_column)
     data = text.encode("utf-8", errors="replace")
-    return _summary(_scan(lambda: io.BytesIO(data), CHUNK_BYTES, Latencies(len(data), counted=True)),
-                    seventh_column)
+    return _summary(_scan(lambda: io.BytesIO(data), CHUNK_BYTES, Latencies(len(data), counted=True),
+                          compiled=txlog_kernel.worth_it(len(data))), seventh_column)
 
 
 LatencySource = str | os.PathLike[str] | np.ndarray
 
 
-def _merge_into(lat: Latencies, items: Iterable[LatencySource], chunk_bytes: int) -> None:
+def _merge_into(lat: Latencies, items: list[LatencySource], chunk_bytes: int) -> None:
     """Every successful latency of ``items`` (logs, or arrays of ms) appended to ``lat``, in order."""
+    compiled = txlog_kernel.worth_it(_sizes(items))
     for item in items:
         if isinstance(item, np.ndarray):
             lat.add_ms(np.asarray(item, dtype=np.float64).ravel())
             continue
         try:
-            _scan(_opener(item), chunk_bytes, lat, full=False).check()
+            _scan(_opener(item), chunk_bytes, lat, full=False, compiled=compiled).check()
         except ParseError as exc:
             raise ParseError(f"{item}: {exc}") from None
 

@@ -337,6 +337,18 @@ def kernel() -> Any:
     return scan
 
 
+#: Input below this many bytes (one call's logs together) takes the general readers: loading the compiled
+#: loop costs about 3 s of CPU (numba's import), and compiling it in a new copy of the code about 20 s
+#: (numba's cache is kept per source path), while pyarrow reads 64 MB of log in about 0.3 s. Studies at
+#: the smoke and quick profiles write far less; paper-profile points write about 1 GB.
+MIN_BYTES = 64 << 20
+
+
+def worth_it(nbytes: int) -> bool:
+    """Whether ``nbytes`` of log are read through the compiled loop (where numba imports)."""
+    return nbytes >= MIN_BYTES and available()
+
+
 def available() -> bool:
     """Whether numba imports here (without it every chunk takes the general readers)."""
     try:
