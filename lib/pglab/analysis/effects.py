@@ -74,6 +74,11 @@ def interval(values: Sequence[float] | np.ndarray, seed: int = 0) -> tuple[float
     return float(np.median(x)), float(lo), float(hi), "bootstrap"
 
 
+def interval_method(n: int) -> str:
+    """The ``ci_method`` :func:`interval` gives ``n`` values (what a figure's caption says of its bars)."""
+    return "order-statistic" if n >= 6 else "bootstrap" if n >= 2 else "single" if n == 1 else "none"
+
+
 def noise_floor(aa_ratios: Sequence[float] | np.ndarray) -> float:
     """The 95th percentile of |A/A - 1|; NaN without an A/A pair."""
     x = np.asarray(aa_ratios, dtype=float)

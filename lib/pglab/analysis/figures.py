@@ -24,6 +24,9 @@ def style() -> None:
     import seaborn as sns
 
     sns.set_theme(style="whitegrid", context="notebook")
+    # constrained layout makes room for every title, label, tick label and legend (outside ones too), so
+    # nothing is drawn over anything else or beyond the canvas (pglab.analysis.layout checks it)
+    plt.rcParams["figure.constrained_layout.use"] = True
     plt.rcParams["svg.hashsalt"] = SVG_HASH_SALT
     plt.rcParams["svg.fonttype"] = "path"
     plt.rcParams["figure.dpi"] = 100
@@ -51,16 +54,39 @@ def palette(order: Sequence[str], aa: Any = None) -> dict[str, Any]:
     return pal
 
 
+def plain_log(axis: Any) -> None:
+    """A log axis labelled 2000, 0.5, 20 instead of 2x10^3: the same ticks matplotlib labels, in plain numbers."""
+    from matplotlib.ticker import LogFormatterSciNotation
+
+    class Plain(LogFormatterSciNotation):
+        def __call__(self, x: float, pos: Any = None) -> str:
+            return f"{x:g}" if super().__call__(x, pos) else ""
+
+    axis.set_major_formatter(Plain())
+    axis.set_minor_formatter(Plain(labelOnlyBase=False))
+
+
+def outside_legend(ax: Any, *args: Any, **kw: Any) -> Any:
+    """The legend to the right of the panel, where it hides no data (constrained layout makes room);
+    ``args``: handles and labels, e.g. another panel's."""
+    return ax.legend(*args, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, **kw)
+
+
 def stacked_bars(wide: pd.DataFrame, out: str | Path, name: str, title: str, xlabel: str, width: float = 7.5,
-                 xlim: tuple[float, float] | None = None) -> list[Path]:
-    """One horizontal bar per row of ``wide``, its columns stacked, the legend beside: what a whole is made of."""
+                 xlim: tuple[float, float] | None = None, colours: dict[str, Any] | None = None) -> list[Path]:
+    """One horizontal bar per row of ``wide``, its columns stacked, the legend beside: what a whole is made of.
+
+    ``colours``: column -> colour, so that a column has its colour in every figure (wait events)."""
     fig, ax = plt.subplots(figsize=(width, 0.9 + 0.45 * len(wide)))
-    wide.plot.barh(stacked=True, ax=ax, colormap="tab20", width=0.7)
+    if colours is None:
+        wide.plot.barh(stacked=True, ax=ax, colormap="tab20", width=0.7)
+    else:
+        wide.plot.barh(stacked=True, ax=ax, color=[colours[c] for c in wide.columns], width=0.7)
     ax.invert_yaxis()
     if xlim is not None:
         ax.set_xlim(*xlim)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("")
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return save(fig, out, name)

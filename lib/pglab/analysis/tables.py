@@ -81,14 +81,25 @@ def lines(summary: pd.DataFrame, x: str, order: list[str]) -> pd.DataFrame:
     return wide.reset_index()
 
 
-def caption(summary: pd.DataFrame) -> str:
-    """What the error bars are: "95% order-statistic interval of 6 points" or the method used."""
-    if summary.empty:
-        return "no measurement"
-    methods = sorted(set(summary.ci_method))
-    lo, hi = int(summary.n.min()), int(summary.n.max())
-    n = f"{lo}" if lo == hi else f"{lo}-{hi}"
-    return f"95% {'/'.join(methods)} interval of {n} points"
+INTERVAL_WORDS = {"order-statistic": "95% interval of the median over {n} blocks",
+                  "bootstrap": "95% bootstrap interval of the median over {n} blocks",
+                  "range": "range (min to max) of {n} blocks, too few for a 95% interval",
+                  "single": "{n} block, no interval"}
+
+
+def caption(summary: pd.DataFrame, method: str = "ci_method", n: str = "n") -> str:
+    """What the error bars are, in words and from the data: "95% interval of the median over 6 blocks"
+    (``method``: the column naming how each interval was made; ``n``: over how many blocks)."""
+    s = summary[summary[method].isin(list(INTERVAL_WORDS))] if len(summary) else summary
+    if s.empty:
+        return "no interval"
+    parts = []
+    for m in INTERVAL_WORDS:
+        counts = sorted({int(v) for v in s[s[method] == m][n].dropna()})
+        if counts:
+            many = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+            parts.append(INTERVAL_WORDS[m].format(n=many))
+    return "; ".join(parts)
 
 
 # -- latency and stalls -------------------------------------------------------------------------------
@@ -143,7 +154,8 @@ def fig_comparison(comparison: pd.DataFrame, out: Path, title: str, name: str = 
     y = np.arange(len(c))
     ok = c.reproduced.notna()
     ax.errorbar(c.reproduced[ok], y[ok], xerr=[(c.reproduced - c.ci_low)[ok], (c.ci_high - c.reproduced)[ok]],
-                fmt="o", color="tab:blue", capsize=4, label="reproduced: median, 95% interval over blocks")
+                fmt="o", color="tab:blue", capsize=4,
+                label=f"reproduced: median and {caption(c[ok], n='blocks')}" if ok.any() else "reproduced")
     ax.scatter(c.published, y, marker="s", color="tab:orange", zorder=3, label="published")
     for i, row in c.iterrows():
         nf = row.noise_floor
@@ -155,6 +167,7 @@ def fig_comparison(comparison: pd.DataFrame, out: Path, title: str, name: str = 
     ax.set_yticks(y, [wrap(t) for t in c.claim], fontsize=8)
     ax.invert_yaxis()
     ax.set_xscale("log")
+    figures.plain_log(ax.xaxis)
     ax.axvline(1.0, color="grey", lw=0.8)
     ax.set_xlabel("ratio (log scale); grey band: A/A noise floor around 1")
     ax.set_title(title, fontsize=10)

@@ -18,6 +18,11 @@ from pglab.workloads.waits import CSV
 CLIENT_TYPES = {"client backend"}
 REPLICATION_TYPES = {"walsender", "walreceiver", "startup", "logical replication worker",
                      "logical replication launcher"}
+# One colour per wait_event_type (CPU: running, no wait), the same in every study's figure (colour-blind
+# safe: seaborn's "colorblind" and a purple); the events of a class are shades of its colour, "other" is grey.
+WAIT_CLASS_COLOURS = {"CPU": "#029e73", "IO": "#0173b2", "LWLock": "#ece133", "Lock": "#d55e00", "IPC": "#cc78bc",
+                      "Client": "#ca9161", "Activity": "#56b4e9", "Timeout": "#de8f05", "BufferPin": "#fbafe4",
+                      "Extension": "#6a3d9a", "other": "#949494"}
 
 
 def load(path: str | Path) -> pd.DataFrame:
@@ -96,12 +101,37 @@ def wait_note(shares: pd.DataFrame, config: str, baseline: str) -> str:
     return "busy backends' top waits: " + "; ".join(out) if out else "waits not sampled"
 
 
+def wait_class(event_name: str) -> str:
+    """``LWLock`` of ``LWLock:WALWrite``; ``CPU`` and ``other`` are their own class; an unknown type is other."""
+    cls = event_name.split(":", 1)[0]
+    return cls if cls in WAIT_CLASS_COLOURS else "other"
+
+
+def wait_colours(events: Sequence[str]) -> dict[str, tuple[float, float, float]]:
+    """Event -> colour: its class's colour (WAIT_CLASS_COLOURS), the second event of a class a lighter shade of
+    it, the third lighter still, in the order given, so a class reads as one colour in every study."""
+    from matplotlib.colors import to_rgb
+
+    seen: dict[str, int] = {}
+    out = {}
+    for e in events:
+        cls = wait_class(e)
+        k = seen[cls] = seen.get(cls, -1) + 1
+        mix = min(0.35 * k, 0.8)  # towards white
+        out[e] = tuple(c + (1.0 - c) * mix for c in to_rgb(WAIT_CLASS_COLOURS[cls]))
+    return out
+
+
 def fig_waits(shares: pd.DataFrame, out: Path, order: list[str], title: str, name: str = "waits",
               top: int = 6) -> list[Path]:
-    """Stacked shares of the most common wait events per configuration (CPU = running, no wait)."""
+    """Stacked shares of the most common wait events per configuration (CPU = running, no wait), coloured by
+    wait class (``wait_colours``) and grouped by class, largest first, so classes compare across studies."""
     s = shares[shares.config.isin(order)]
-    events = list(s.groupby("event").share.sum().sort_values(ascending=False).index[:top])
+    total = s.groupby("event").share.sum()
+    events = list(total.sort_values(ascending=False, kind="stable").index[:top])
     wide = (s.assign(event=s.event.where(s.event.isin(events), "other"))
             .groupby(["config", "event"]).share.sum().unstack(fill_value=0.0).reindex(order).fillna(0.0))
-    return figures.stacked_bars(wide, out, name, title, xlim=(0, 1),
+    classes = list(WAIT_CLASS_COLOURS)
+    columns = sorted(wide.columns, key=lambda e: (classes.index(wait_class(e)), -total.get(e, 0.0), e))
+    return figures.stacked_bars(wide[columns], out, name, title, xlim=(0, 1), colours=wait_colours(columns),
                                 xlabel="share of sampled client backends (pg_stat_activity every ~100 ms)")

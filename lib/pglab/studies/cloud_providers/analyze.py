@@ -317,7 +317,7 @@ def draw(a: Analysis, out: Path) -> dict[str, list[Path]]:
     if len(a.summary):
         made["ranking"] = fig_ranking(a.summary, a.rankings, [m.name for m in METRICS], a.order,
                                       a.manifest.get("plan", {}).get("baseline"), pal, out)
-    made["article_context"] = fig_context(a.context, a.order, out)
+    made["article_context"] = fig_context(a.context, a.order, pal, out)
     made["published_vs_reproduced"] = tables.fig_comparison(
         a.comparison, out, "cloud_providers: the article's rankings (judged only with its services among the targets)")
     if len(a.waits):

@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from pglab.analysis import figures, tables
+from pglab.analysis import effects, figures, tables
 from pglab.analysis.stats import median_interval
 
 
@@ -58,7 +58,7 @@ def fig_tps_over_time(timeseries: pd.DataFrame, stalls: pd.DataFrame, order: lis
         for x in str(r.stall_times).split():
             axes[0].axvline(float(x), color="red", lw=0.8, ls=":")
     axes[0].set_ylabel("tps per progress interval")
-    axes[1].set_ylabel("latency average, ms")
+    axes[1].set_ylabel("latency average (ms)")
     axes[1].set_xlabel("seconds into the run (grey: warm-up, cut; red dotted: stalls, 0 tps)")
     axes[0].legend(fontsize=8)
     axes[0].set_title("pgbench --protocol=prepared: tps and latency over time, every point of every block",
@@ -78,6 +78,14 @@ def _dots(ax: plt.Axes, pts: pd.DataFrame, col: str, order: list[str], pal: dict
     ax.set_xticks(range(len(ts)), ts)
 
 
+def _interval_kinds(pts: pd.DataFrame, order: list[str]) -> pd.DataFrame:
+    """Per target, the interval ``_dots`` draws and over how many points (for the caption)."""
+    rows = [median_interval(pts[pts.config == t].tps.dropna().to_numpy(dtype=float)) for t in order
+            if t in set(pts.config)]
+    return pd.DataFrame({"ci_method": [r[3] for r in rows],
+                         "n": [int(pts[pts.config == t].tps.notna().sum()) for t in order if t in set(pts.config)]})
+
+
 def fig_sysbench(timeseries: pd.DataFrame, points: pd.DataFrame, order: list[str], test: str, pal: dict[str, Any],
                  out: Path) -> list[Path]:
     """sysbench tps and p95 over time (top) and per target (bottom: points, median and interval)."""
@@ -91,7 +99,7 @@ def fig_sysbench(timeseries: pd.DataFrame, points: pd.DataFrame, order: list[str
             axes[0][1].plot(g.time_s, g.p95_ms, color=pal[t], alpha=0.5, lw=1)
             first = False
     axes[0][0].set_ylabel("tps per report interval")
-    axes[0][1].set_ylabel("p95 latency per interval, ms")
+    axes[0][1].set_ylabel("p95 latency per interval (ms)")
     for ax in axes[0]:
         ax.set_xlabel("seconds into the run")
     axes[0][0].legend(fontsize=8)
@@ -99,9 +107,9 @@ def fig_sysbench(timeseries: pd.DataFrame, points: pd.DataFrame, order: list[str
     _dots(axes[1][0], pts, "tps", order, pal)
     _dots(axes[1][1], pts, "p95_ms", order, pal)
     axes[1][0].set_ylabel("tps after the warm-up")
-    axes[1][1].set_ylabel("p95 latency of the run, ms")
-    fig.suptitle(f"sysbench {test}: over time (top), per target (bottom: points, median and interval)", y=1.0)
-    fig.tight_layout()
+    axes[1][1].set_ylabel("p95 latency of the run (ms)")
+    fig.suptitle(f"sysbench {test}: over time (top), per target\n(bottom: points, median and "
+                 f"{tables.caption(_interval_kinds(pts, order))})")
     return figures.save(fig, out, "sysbench")
 
 
@@ -134,24 +142,29 @@ def fig_ranking(summary: pd.DataFrame, rankings: dict[str, str], metrics: list[s
         ax.set_title(f"{g.title.iloc[0]}\n({g.better.iloc[0]} is better)", fontsize=9)
         ax.set_xlabel(tables.wrap(rankings.get(m, ""), 28), fontsize=7)
     axes[0][0].set_ylabel(f"ratio to {baseline} (same block)")
-    fig.suptitle("Ratios to the baseline per block: median and 95% interval; grey: A/A noise floor", y=1.03)
+    drawn = s[s.ratio_low.notna()]
+    kinds = pd.DataFrame({"ci_method": [effects.interval_method(int(n)) for n in drawn.n], "n": drawn.n})
+    fig.suptitle(f"Ratios to the baseline per block: median and {tables.caption(kinds)}; grey: A/A noise floor")
     return figures.save(fig, out, "ranking")
 
 
-def fig_context(context: pd.DataFrame, order: list[str], out: Path) -> list[Path]:
-    """The article's Cloud SQL numbers beside ours (log scale): context only, not a comparison."""
+def fig_context(context: pd.DataFrame, order: list[str], pal: dict[str, Any], out: Path) -> list[Path]:
+    """The article's Cloud SQL numbers beside ours: context only, not a comparison. One panel per metric, so
+    that tps, seconds and milliseconds each get their own axis and unit."""
     c = context[context.metric.isin(["tps_excluding_connections", "total_time", "tps", "latency_p95"])]
-    labels = [f"{r.benchmark}\n{r.metric} ({r.unit})" for r in c.itertuples()]
-    cols = ["article: Cloud SQL", *[t for t in order if t in c]]
-    fig, ax = plt.subplots(figsize=(9, 4.2))
-    width = 0.8 / len(cols)
-    for j, col in enumerate(cols):
-        vals = pd.to_numeric(c[col], errors="coerce").to_numpy(dtype=float)
-        ax.bar(np.arange(len(c)) + (j - (len(cols) - 1) / 2) * width, np.where(np.isnan(vals), 0, vals), width,
-               label=col, hatch="//" if j == 0 else None, alpha=0.85)
-    ax.set_xticks(range(len(c)), labels, fontsize=8)
-    ax.set_yscale("log")
-    ax.legend(fontsize=8)
-    ax.set_title("Context only: the article's Cloud SQL (scale 10000, 1000 clients, 8 vCPU) vs this run's "
-                 "targets at their own scale", fontsize=9)
+    article = "article: Cloud SQL"
+    cols = [article, *[t for t in order if t in c]]
+    fig, axes = plt.subplots(1, len(c), figsize=(2.7 * len(c) + 0.6, 4.0), squeeze=False)
+    for ax, (_, r) in zip(axes[0], c.iterrows(), strict=True):
+        vals = pd.to_numeric(r[cols], errors="coerce").to_numpy(dtype=float)
+        ax.bar(range(len(cols)), np.where(np.isnan(vals), 0, vals), 0.7, alpha=0.85,
+               color=["lightgrey" if col == article else pal[col] for col in cols],
+               hatch=["//" if col == article else "" for col in cols], edgecolor="dimgrey", lw=0.5)
+        ax.set_xticks(range(len(cols)), [tables.wrap(col, 10) for col in cols], fontsize=8)
+        ax.set_yscale("log")
+        figures.plain_log(ax.yaxis)
+        ax.set_ylabel(f"{r.metric} ({r.unit}, log)", fontsize=9)
+        ax.set_title(r.benchmark, fontsize=9)
+    fig.suptitle("Context only: the article's Cloud SQL (scale 10000, 1000 clients, 8 vCPU) vs this run's "
+                 "targets at their own scale", fontsize=10)
     return figures.save(fig, out, "article_context")

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from pglab.analysis import figures
+from pglab.analysis import figures, tables
 from pglab.studies.fdw_overhead.params import TARGETS
 
 PALETTE = figures.palette(TARGETS)
@@ -18,12 +18,17 @@ def _group_order(groups: list[str]) -> list[str]:
     return sorted(groups, key=lambda g: (not g.startswith("rw"), g))
 
 
+def _target_ticks(ax: plt.Axes, order: list[str]) -> None:
+    """Target names on two lines (FDW_ / external): four of them fit a panel side by side, unrotated."""
+    ax.set_xticks(range(len(order)), [t.replace("_", "_\n", 1) for t in order], fontsize=9)
+
+
 def fig_tps(points: pd.DataFrame, summary: pd.DataFrame, out: Path) -> list[Path]:
     """Every point as a dot, the median and its interval as a bar, per group (workload x clients)."""
     pts = points[points["copy"] == 1]
     groups = _group_order(sorted(set(pts.group)))
     targets = [t for t in TARGETS if t in set(pts.config)]
-    fig, axes = plt.subplots(1, len(groups), figsize=(3.6 * len(groups) + 1, 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(groups), figsize=(3.8 * len(groups) + 1, 4.2), squeeze=False)
     for ax, g in zip(axes[0], groups, strict=True):
         p = pts[pts.group == g]
         order = [t for t in targets if t in set(p.config)]
@@ -36,11 +41,14 @@ def fig_tps(points: pd.DataFrame, summary: pd.DataFrame, out: Path) -> list[Path
                 ax.errorbar([i + 0.2], [r.tps_median], yerr=[[r.tps_median - r.tps_low], [r.tps_high - r.tps_median]],
                             color="black", marker="_", capsize=4)
         ax.set_yscale("log")
+        figures.plain_log(ax.yaxis)
         ax.set_title(g, fontsize=10)
         ax.set_xlabel("")
-        ax.tick_params(axis="x", rotation=30)
+        _target_ticks(ax, order)
         ax.set_ylabel("tps in the measured window (log)" if ax is axes[0][0] else "")
-    fig.suptitle("pgbench tps by target (dots: points; bars: median and 95% interval over blocks)", y=1.02)
+    s = summary[summary.target.isin(targets)].dropna(subset=["tps_median"])
+    fig.suptitle(f"pgbench tps by target (dots: points; bars: median and "
+                 f"{tables.caption(s, method='tps_method', n='tps_n')})")
     return figures.save(fig, out, "tps_by_target")
 
 
@@ -72,12 +80,13 @@ def fig_factor(summary: pd.DataFrame, ref: pd.DataFrame, foreign: list[str], out
                 labelled.add("article")
     ax.set_xticks(range(len(groups)), groups)
     ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
+    figures.plain_log(ax.yaxis)
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.set_ylabel("overhead factor = tps(local) / tps(target), log")
-    ax.set_title("What postgres_fdw costs: overhead factor per block, median and 95% interval\n"
+    ax.set_title(f"What postgres_fdw costs: overhead factor per block, median and\n"
+                 f"{tables.caption(s[s.target.isin(targets)], n='blocks')}\n"
                  "(grey band: A/A noise floor; open squares: the article's factor)", fontsize=10)
-    ax.legend(fontsize=8)
+    figures.outside_legend(ax, fontsize=8)
     return figures.save(fig, out, "overhead_factor")
 
 
@@ -85,20 +94,24 @@ def fig_latency(latency: pd.DataFrame, out: Path) -> list[Path]:
     lat = latency.melt(id_vars=["kind", "clients", "variant", "target"], value_vars=["p50_ms", "p95_ms", "p99_ms"],
                        var_name="percentile", value_name="ms")
     lat["group"] = lat.kind + " c" + lat.clients.astype(str)
+    lat["percentile"] = lat.percentile.str.removesuffix("_ms")
     groups = sorted(set(lat.group), key=lambda g: (not g.startswith("RW"), g))
-    fig, axes = plt.subplots(1, len(groups), figsize=(3.8 * len(groups) + 1, 4.0), squeeze=False)
+    fig, axes = plt.subplots(1, len(groups), figsize=(3.8 * len(groups) + 1.6, 4.0), squeeze=False)
     for ax, g in zip(axes[0], groups, strict=True):
         d = lat[lat.group == g]
         order = [t for t in TARGETS if t in set(d.target)]
         sns.barplot(data=d, x="target", y="ms", hue="percentile", order=order, ax=ax, errorbar=None)
         ax.set_yscale("log")
+        figures.plain_log(ax.yaxis)
         ax.set_title(g, fontsize=10)
         ax.set_xlabel("")
-        ax.tick_params(axis="x", rotation=30)
-        ax.set_ylabel("transaction latency, ms (log)" if ax is axes[0][0] else "")
-        if ax is not axes[0][-1]:
+        _target_ticks(ax, order)
+        ax.set_ylabel("transaction latency (ms, log)" if ax is axes[0][0] else "")
+        if ax is axes[0][-1]:
+            figures.outside_legend(ax, title="percentile", fontsize=8, title_fontsize=8)
+        else:
             ax.get_legend().remove()
-    fig.suptitle("Latency percentiles by target, merged over every transaction of every block (pgbench -l)", y=1.02)
+    fig.suptitle("Latency percentiles by target, merged over every transaction of every block (pgbench -l)")
     return figures.save(fig, out, "latency_by_target")
 
 

@@ -47,12 +47,12 @@ def fig_sustainable(metric_summary: pd.DataFrame, points: pd.DataFrame, run_seco
     for ax, title in ((ax1, "sustainable: transactions / (run + catch-up)"),
                       (ax2, "provider's tps in the measured window (warm-up cut)")):
         ax.set_xlabel("pgbench clients on the provider (-c), as measured")
-        ax.set_title(title, fontsize=11)
-    ax1.set_ylabel("tps")
-    ax1.legend(fontsize=8)
+        ax.set_title(title, fontsize=10)
+    ax1.set_ylabel("throughput (tps)")
+    figures.outside_legend(ax2, *ax1.get_legend_handles_labels(), fontsize=8)
     w = metric_summary[metric_summary.metric == "sustainable_tps"]
     fig.suptitle(f"Write throughput a subscriber can sustain, per replication system\n(median and "
-                 f"{tables.caption(w)} of {run_seconds} s; dots: points)", fontsize=11)
+                 f"{tables.caption(w)}, runs of {run_seconds} s; dots: points)", fontsize=11)
     return figures.save(fig, out, "sustainable_tps")
 
 
@@ -64,14 +64,15 @@ def fig_ratio(summary: pd.DataFrame, ref: pd.DataFrame, out: Path) -> list[Path]
     for s in systems_in(ref):
         g = ref[ref.system == s]
         ax2.plot(g.clients.astype(str), g.ratio_to_streaming, marker="s", color=PALETTE[s], label=LABELS[s])
-    ax1.set_title("reproduced: per-block ratio, median and 95% interval\n(grey band: A/A noise floor)", fontsize=10)
+    ax1.set_title(f"reproduced: per-block ratio, median and\n{tables.caption(summary, n='blocks')}\n"
+                  "(grey band: A/A noise floor)", fontsize=10)
     ax2.set_title("published (article 000, 2 x i2.4xlarge)", fontsize=10)
     for ax in (ax1, ax2):
         ax.axhline(1.0, color="grey", lw=0.8)
-        ax.set_xlabel("clients")
+        ax.set_xlabel("pgbench clients on the provider (-c)")
     ax1.set_ylabel("sustainable tps / streaming's")
-    ax1.legend(fontsize=8)
-    fig.suptitle("Each system relative to physical streaming replication", y=1.05)
+    figures.outside_legend(ax2, *ax1.get_legend_handles_labels(), fontsize=8)
+    fig.suptitle("Each system relative to physical streaming replication")
     return figures.save(fig, out, "ratio_to_streaming")
 
 
@@ -81,9 +82,11 @@ def fig_catchup(metric_summary: pd.DataFrame, points: pd.DataFrame, out: Path) -
     ax.set_yscale("symlog", linthresh=0.1)
     ax.set_ylim(bottom=0)
     ax.set_xlabel("pgbench clients on the provider, as measured")
-    ax.set_ylabel("seconds after the run (symlog)")
-    ax.set_title("Catch-up: until a marker committed at the end of the run is applied", fontsize=10)
-    ax.legend(fontsize=8)
+    ax.set_ylabel("catch-up after the run (s, symlog)")
+    w = metric_summary[metric_summary.metric == "catchup_s"]
+    ax.set_title("Catch-up: until a marker committed at the end of the run is applied\n"
+                 f"(median and {tables.caption(w)}; dots: points)", fontsize=10)
+    figures.outside_legend(ax, fontsize=8)
     return figures.save(fig, out, "catchup")
 
 
@@ -99,23 +102,33 @@ def representative_points(points: pd.DataFrame) -> dict[str, str]:
 
 
 def fig_lag(points: pd.DataFrame, lag: pd.DataFrame, out: Path) -> list[Path]:
+    """Lag in seconds (solid, left axis) and in MB of WAL or events (dotted, right axis) over one run per system;
+    a system that reports no lag in seconds says so in its panel instead of showing an empty axis."""
     chosen = representative_points(points)
     systems = [s for s in chosen if (lag.point == chosen[s]).any()]
-    fig, axes = plt.subplots(len(systems) or 1, 1, figsize=(8, 1.9 * max(1, len(systems))), sharex=True,
+    fig, axes = plt.subplots(len(systems) or 1, 1, figsize=(8, 2.1 * max(1, len(systems))), sharex=True,
                              squeeze=False)
     for ax, s in zip(axes[:, 0], systems, strict=False):
         g = lag[lag.point == chosen[s]].sort_values("t_s")
-        ax.plot(g.t_s, g.lag_s, color=PALETTE[s], marker=".", label="lag (s)")
+        if g.lag_s.notna().any():
+            ax.plot(g.t_s, g.lag_s, color=PALETTE[s], marker=".")
+        else:
+            ax.text(0.5, 0.5, f"{LABELS[s]} reported no lag in seconds (replay_lag empty):\nonly its lag in "
+                    "bytes (dotted) was sampled", transform=ax.transAxes, ha="center", va="center", fontsize=8,
+                    color="dimgrey", bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.9})
+            ax.set_yticks([])
         end = g[g.phase != "run"].t_s.min()
         if not np.isnan(end):
             ax.axvline(end, color="grey", ls="--", lw=0.8)
         other = "lag_bytes" if g.lag_bytes.notna().any() else "lag_events"
         if g[other].notna().any():
             ax2 = ax.twinx()
-            ax2.plot(g.t_s, g[other], color=PALETTE[s], ls=":", lw=1)
-            ax2.set_ylabel(other.replace("lag_", "") + " (dotted)", fontsize=8)
+            scale, unit = (1e6, "MB of WAL") if other == "lag_bytes" else (1.0, "events")
+            ax2.plot(g.t_s, g[other] / scale, color=PALETTE[s], ls=":", lw=1)
+            ax2.set_ylabel(f"{unit} behind\n(dotted)", fontsize=8)
+            ax2.ticklabel_format(axis="y", style="plain", useOffset=False)
             ax2.grid(False)
-        ax.set_ylabel("s", fontsize=8)
+        ax.set_ylabel("lag (s)", fontsize=8)
         ax.set_title(f"{LABELS[s]}: {chosen[s]}", fontsize=9, loc="left")
     axes[-1, 0].set_xlabel("seconds since the run started (dashed: run ended)")
     fig.suptitle("Replication lag during one representative run per system (largest client count)", fontsize=11)

@@ -10,11 +10,16 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from pglab.analysis import figures, placement
+from pglab.analysis import effects, figures, placement, tables
 from pglab.analysis.effects import AA
 from pglab.studies.streaming_scale_out.params import MODES
 
 PALETTE = figures.palette(MODES)
+
+
+def _mode_ticks(ax: plt.Axes, order: list[str]) -> None:
+    """Mode names on two lines (sync_ / apply): six fit a panel side by side, unrotated."""
+    ax.set_xticks(range(len(order)), [m.replace("_", "_\n", 1) for m in order], fontsize=9)
 
 
 def fig_rows(points: pd.DataFrame, summary: pd.DataFrame, out: Path) -> list[Path]:
@@ -22,7 +27,7 @@ def fig_rows(points: pd.DataFrame, summary: pd.DataFrame, out: Path) -> list[Pat
     pts = points[(points.kind == "insert") & (points["copy"] == 1)]
     modes = [m for m in MODES if m in set(pts.config)]
     layouts = sorted(set(pts.group))
-    fig, axes = plt.subplots(len(layouts), 2, figsize=(11, 3.8 * len(layouts)), squeeze=False)
+    fig, axes = plt.subplots(len(layouts), 2, figsize=(12, 3.9 * len(layouts)), squeeze=False)
     for (ax, ax2), lay in zip(axes, layouts, strict=True):
         p = pts[pts.group == lay]
         sns.stripplot(data=p, x="config", y="rows_per_s", order=modes, hue="config", palette=PALETTE, ax=ax,
@@ -36,8 +41,11 @@ def fig_rows(points: pd.DataFrame, summary: pd.DataFrame, out: Path) -> list[Pat
                             color="black", marker="_", capsize=4)
         ax.set_ylim(bottom=0)
         ax.set_xlabel("")
-        ax.set_ylabel(f"rows/s ({lay}); x10 = metrics/s")
-        ax.set_title(f"{lay}: insert rate per point (bars: median, 95% interval)", fontsize=10)
+        _mode_ticks(ax, modes)
+        ax.set_ylabel("insert rate (rows/s; x10 = metrics/s)")
+        rate = s[s.index.isin(modes)].dropna(subset=["rate_median"])
+        ax.set_title(f"{lay}: insert rate per point\n(bars: median and "
+                     f"{tables.caption(rate, method='rate_method', n='rate_n')})", fontsize=10)
         r = s[(s.kind == "insert") & s["median"].notna()]
         order = [m for m in [*modes, AA] if m in r.index]
         for i, m in enumerate(order):
@@ -51,14 +59,14 @@ def fig_rows(points: pd.DataFrame, summary: pd.DataFrame, out: Path) -> list[Pat
             ax2.axhspan(1 - nf.iloc[0], 1 + nf.iloc[0], color="grey", alpha=0.15, lw=0)
         ax2.axhline(1.0, color="grey", lw=0.8)
         ax2.axhline(0.5, color="tab:orange", lw=0.8, ls=":")
-        ax2.text(len(order) - 0.5, 0.5, "article: sync_apply about 0.5", fontsize=7, color="tab:orange",
-                 ha="right", va="bottom")
-        ax2.set_xticks(range(len(order)), order)
+        ax2.text(0.99, 0.5, "article: sync_apply about 0.5", fontsize=7, color="tab:orange", ha="right",
+                 va="bottom", transform=ax2.get_yaxis_transform())  # x in the panel, y at 0.5: never cut
+        _mode_ticks(ax2, order)
         ax2.set_ylim(0, max(1.3, float(r.ci_high.max()) + 0.1) if len(r) else 1.3)
         ax2.set_ylabel("rows/s / rows/s(none), per block")
-        ax2.set_title("ratio to no replication (grey: A/A noise floor)", fontsize=10)
-    fig.suptitle("Time-series inserts (TSBS cpu-only) by replication mode", y=1.01)
-    fig.tight_layout()
+        ax2.set_title(f"{lay}: ratio to no replication, median and\n{tables.caption(r, n='blocks')} "
+                      "(grey: A/A noise floor)", fontsize=10)
+    fig.suptitle("Time-series inserts (TSBS cpu-only) by replication mode")
     return figures.save(fig, out, "rows_by_mode")
 
 
@@ -81,10 +89,10 @@ def fig_lag(first: pd.DataFrame, lags: Mapping[str, pd.DataFrame], out: Path) ->
         ax.set_title(m, fontsize=10)
         ax.set_xlabel("seconds into the load")
         if ax is axes[0][0]:
-            ax.set_ylabel("replay lag, MB of WAL")
+            ax.set_ylabel("replay lag (MB of WAL)")
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
-    fig.suptitle("Standbys' replay lag during the load (pg_stat_replication, first block)", y=1.02)
+    fig.suptitle("Standbys' replay lag during the load (pg_stat_replication, first block)")
     return figures.save(fig, out, "lag_during_load")
 
 
@@ -104,9 +112,10 @@ def fig_reads(reads: pd.DataFrame, manifest: dict[str, Any], out: Path) -> list[
     ax.set_xticks(nodes)
     ax.set_yscale("log")
     ax.set_xlabel("nodes serving reads (primary + standbys)")
-    ax.set_ylabel("queries/s, all nodes (log)")
-    ax.set_title("Read throughput by node count (median, 95% interval)", fontsize=10)
-    ax.legend(fontsize=7)
+    ax.set_ylabel("read throughput, all nodes (queries/s, log)")
+    kinds = pd.DataFrame({"ci_method": [effects.interval_method(int(n)) for n in r.points], "n": r.points})
+    ax.set_title(f"Read throughput by node count\n(median and {tables.caption(kinds)})", fontsize=10)
+    figures.plain_log(ax.yaxis)  # one legend, the right panel's, names the lines of both
     ax2.plot(nodes, nodes, color="grey", ls=":", lw=1, label="linear")
     pub = [(n, v) for n, v in ((3, 2.5), (5, 4.8)) if n in nodes]
     ax2.scatter([n for n, _ in pub], [v for _, v in pub], marker="s", facecolor="none", edgecolor="tab:orange",
@@ -114,10 +123,9 @@ def fig_reads(reads: pd.DataFrame, manifest: dict[str, Any], out: Path) -> list[
     ax2.set_xticks(nodes)
     ax2.set_xlabel("nodes serving reads")
     ax2.set_ylabel("queries/s over queries/s of 1 node, per block")
-    note = placement.summary(manifest)
     ax2.set_title("Speed-up over 1 node\n" + ("(nodes share one machine: not a scale-out)"
                                               if len(placement.machines(manifest)) == 1 else ""), fontsize=10)
-    ax2.legend(fontsize=7)
-    fig.text(0.01, -0.04, note, fontsize=7, wrap=True)
-    fig.tight_layout()
+    figures.outside_legend(ax2, fontsize=7)
+    # the note under the panels, wrapped to the figure's width; constrained layout keeps room for it
+    fig.supxlabel(tables.wrap(placement.summary(manifest), 190), fontsize=7, x=0.01, ha="left")
     return figures.save(fig, out, "reads_by_nodes")

@@ -35,11 +35,12 @@ def fig_tps_by_clients(summary: pd.DataFrame, points: pd.DataFrame, out: Path) -
                    alpha=0.35)
     ax.set_xticks(range(len(counts)), [str(c) for c in counts])
     ax.set_yscale("log")
+    figures.plain_log(ax.yaxis)
     ax.set_xlabel("pgbench clients (-c), as measured")
-    ax.set_ylabel("tps in the measured window (log scale)")
+    ax.set_ylabel("primary write throughput (tps, log scale)")
     ax.set_title(f"Primary write throughput by synchronous_commit level\n(median and "
-                 f"{tables.caption(w.rename(columns={'tps_method': 'ci_method', 'tps_n': 'n'}))}; dots: points)")
-    ax.legend(title="synchronous_commit", fontsize=8)
+                 f"{tables.caption(w, method='tps_method', n='tps_n')}; dots: points)", fontsize=10)
+    figures.outside_legend(ax, title="synchronous_commit", fontsize=8, title_fontsize=8)
     return figures.save(fig, out, "tps_by_clients")
 
 
@@ -53,16 +54,18 @@ def fig_ratio(summary: pd.DataFrame, ref: pd.DataFrame, out: Path) -> list[Path]
         r = ref[ref.synchronous_commit == lvl]
         if len(r):
             ax2.plot(r.clients.astype(str), r.ratio_to_on, marker="s", color=PALETTE[lvl], label=lvl)
-    ax1.set_title("reproduced: per-block ratio, median and 95% interval\n(grey band: A/A noise floor)",
-                  fontsize=10)
+    ax1.set_title(f"reproduced: per-block ratio, median and\n{tables.caption(s, n='blocks')}\n"
+                  "(grey band: A/A noise floor)", fontsize=10)
     ax2.set_title("published (article 002, SATA HDD)", fontsize=10)
     for ax in (ax1, ax2):
         ax.set_yscale("log")
+        figures.plain_log(ax.yaxis)
         ax.axhline(1.0, color="grey", lw=0.8)
-        ax.set_xlabel("clients")
+        ax.set_xlabel("pgbench clients (-c)")
     ax1.set_ylabel("tps / tps(on), log scale")
-    ax1.legend(title="synchronous_commit", fontsize=8)
-    fig.suptitle("Cost of each level relative to synchronous_commit=on", y=1.05)
+    figures.outside_legend(ax2, *ax1.get_legend_handles_labels(), title="synchronous_commit", fontsize=8,
+                           title_fontsize=8)
+    fig.suptitle("Cost of each level relative to synchronous_commit=on")
     return figures.save(fig, out, "ratio_to_on")
 
 
@@ -78,9 +81,11 @@ def fig_standby_reads(reads: pd.DataFrame, out: Path) -> list[Path]:
     if not math.isnan(nf):
         ax.axhspan(1 - nf, 1 + nf, color="grey", alpha=0.15, lw=0)
     ax.axhline(1.0, color="grey", lw=0.8)
-    ax.set_xticks(range(len(order)), ["primary loaded / idle", "idle again / idle (A/A)"][:len(order)])
+    ax.set_xticks(range(len(order)), ["primary loaded\n/ idle", "idle again / idle\n(A/A)"][:len(order)])
     ax.set_xlabel("")
-    ax.set_ylabel("standby select-only tps, ratio within a block")
-    ax.set_title("Standby reads with the primary under write load\n(dots: blocks; bars: median and 95% interval; "
-                 "band: noise floor)", fontsize=10)
+    ax.set_ylabel("standby select-only tps,\nratio within a block")
+    methods = pd.DataFrame([{"ci_method": effects.interval(r[r.config == c].ratio.to_numpy())[3],
+                             "n": int(r[r.config == c].ratio.notna().sum())} for c in order])
+    ax.set_title(f"Standby reads with the primary under write load\n(dots: blocks; bars: median and "
+                 f"{tables.caption(methods)};\nband: noise floor)", fontsize=10)
     return figures.save(fig, out, "standby_reads")
