@@ -1,0 +1,228 @@
+"""One self-contained HTML report per study, and an index of them: what a DBA opens first.
+
+Why: the executed notebook opens on code and papermill's injected cell, with the verdicts far below. A
+report says the study's question, then the verdict table (claim, article, reproduced median and its
+interval in words, noise floor, verdict, evidence), where it ran, the figures with their captions,
+the details, and the parameters last, folded. Every image is embedded and nothing is loaded from any
+host, so the file opens offline; nothing in it depends on when it was made, so an analysis of the same
+run writes the same bytes (it is a DVC output).
+
+``python -m pglab.app.report STUDY`` (the analyze stage, after papermill) normalises
+``reports/STUDY.ipynb`` and writes ``reports/STUDY.html``; ``--index`` writes ``reports/index.html``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import importlib
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from pglab.analysis import placement
+from pglab.app import report_notebook
+from pglab.app.report_notebook import Notebook
+from pglab.studies import STUDIES
+
+#: the verdict table's columns, and how each row's interval is said in words (``ci_method``)
+VERDICT_COLUMNS = ("claim", "article", "reproduced", "noise floor", "verdict", "evidence")
+_INTERVAL_WORDS = {
+    "order-statistic": "95% interval of the median over {n} blocks (order statistics)",
+    "bootstrap": "bootstrap interval over {n} blocks (nominally 95%; with so few blocks it covers less)",
+    "range": "range over {n} blocks",
+    "single": "one block: no interval",
+    "none": "not measured",
+}
+_VERDICT_CLASS = {"held": "held", "did not hold": "not", "not resolvable here": "open",
+                  "not measurable here": "na"}
+_STYLE = """
+body{font:15px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1180px;padding:0 24px 48px;color:#222}
+h1{font-size:1.6em;margin:28px 0 4px}h2{margin-top:36px;border-bottom:1px solid #ddd;padding-bottom:4px}
+.question{font-size:1.15em;margin:6px 0 18px}.meta{color:#555}
+table{border-collapse:collapse;margin:8px 0;font-size:.92em}th,td{border:1px solid #ccc;padding:4px 8px;
+vertical-align:top;text-align:left}th{background:#f3f3f3}td.num{text-align:right;white-space:nowrap}
+.held{background:#dff3df}.not{background:#f8dcdc}.open{background:#fff5d6}.na{background:#eeeeee}
+figure{margin:18px 0}figure img{max-width:100%;border:1px solid #eee}figcaption{color:#444;margin-top:4px}
+pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:.85em}details{margin:24px 0}
+summary{cursor:pointer;font-weight:600}.table{overflow-x:auto}
+"""
+
+
+def question(study: str) -> str:
+    """The study's question in one sentence (``QUESTION`` of its package)."""
+    return str(getattr(importlib.import_module(f"pglab.studies.{study}"), "QUESTION", ""))
+
+
+def _num(value: Any, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value == "":
+        return "-"
+    if isinstance(value, (int, float)):
+        return f"{value:.{digits}g}"
+    return html.escape(str(value))
+
+
+def interval_words(method: str, blocks: Any) -> str:
+    n = int(blocks) if isinstance(blocks, (int, float)) and not math.isnan(blocks) else 0
+    return _INTERVAL_WORDS.get(str(method), "interval: {method}").format(n=n, method=method)
+
+
+def machine_facts(manifest: dict[str, Any], fsync_ops_s: float | None) -> str:
+    """The properties of the hardware a verdict rests on, in words: cores, machines, the disk's flush rate."""
+    hosts = manifest.get("hosts", {})
+    cores = sorted({int(f["cores"]) for f in hosts.values() if f.get("cores")})
+    machines = placement.machines(manifest)
+    words = [f"{'one machine' if len(machines) == 1 else f'{len(machines)} machines'}"
+             + (f" of {'/'.join(map(str, cores))} cores" if cores else "")
+             + (" shared by every node and client" if len(machines) == 1 else "")]
+    if fsync_ops_s:
+        words.append(f"disk: {fsync_ops_s:,.0f} fdatasync/s")
+    return "; ".join(words)
+
+
+def verdict_rows(comparison: pd.DataFrame, facts: str) -> list[dict[str, str]]:
+    """The verdict table's cells, escaped: one row per claim of ``comparison.csv``."""
+    rows = []
+    for c in comparison.to_dict("records"):
+        interval = (f" [{_num(c.get('ci_low'))}, {_num(c.get('ci_high'))}]"
+                    if not pd.isna(c.get("ci_low")) else "")
+        rows.append({
+            "claim": html.escape(str(c["claim"])),
+            "article": _num(c.get("published")),
+            "reproduced": f"{_num(c.get('reproduced'))}{interval}<br><small>"
+                          f"{html.escape(interval_words(c.get('ci_method', ''), c.get('blocks')))}</small>",
+            "noise floor": _num(c.get("noise_floor")),
+            "verdict": html.escape(str(c["verdict"])),
+            "evidence": html.escape("; ".join(str(x) for x in (c.get("tested"), c.get("note"), facts)
+                                              if isinstance(x, str) and x)),
+        })
+    return rows
+
+
+def _table(rows: list[dict[str, str]], columns: tuple[str, ...], cls: str = "") -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = []
+    for r in rows:
+        tr_cls = _VERDICT_CLASS.get(html.unescape(r.get("verdict", "")), "")
+        cells = "".join(f"<td{' class=num' if c in ('article', 'noise floor') else ''}>{r.get(c, '')}</td>"
+                        for c in columns)
+        body.append(f"<tr class=\"{tr_cls}\">{cells}</tr>")
+    return f"<table class=\"{cls}\"><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def run_facts(manifest: dict[str, Any]) -> dict[str, str]:
+    """What the index and a report's header say of a run (all from its manifest)."""
+    hosts = manifest.get("hosts", {})
+    first = next(iter(hosts.values()), {})
+    postgres = str(manifest.get("tools", {}).get("postgres", "")).replace("postgres (PostgreSQL) ", "")
+    return {"run": str(manifest.get("run_id", "?")), "profile": str(manifest.get("profile", "?")),
+            "status": str(manifest.get("status", "?")), "date": str(manifest.get("start", ""))[:10],
+            "postgres": postgres or "?",
+            "machine": f"{first.get('cpu_model', '?')}, {first.get('cores', '?')} cores, "
+                       f"{int(first.get('mem_total_kb', 0)) // 2**20} GiB, {first.get('os', '?')}",
+            "git": str(manifest.get("git_revision", "?"))[:12]}
+
+
+def _fsync(derived: Path) -> float | None:
+    path = derived / "fsync.csv"
+    if not path.exists():
+        return None
+    f = pd.read_csv(path)
+    rows = f[f.method == "fdatasync"]
+    return float(rows.ops_s.iloc[0]) if len(rows) else None
+
+
+def study_html(study: str, nb: Notebook, comparison: pd.DataFrame, manifest: dict[str, Any],
+               fsync_ops_s: float | None) -> str:
+    """The report of one study (pure: the same inputs give the same bytes)."""
+    asked = question(study) or nb.title
+    facts, run = machine_facts(manifest, fsync_ops_s), run_facts(manifest)
+    out = [f"<h1>{html.escape(study)}: {html.escape(nb.title.split(': ', 1)[-1])}</h1>",
+           f"<p class=\"question\"><b>The question:</b> {html.escape(asked)}</p>",
+           "<h2 id=\"verdicts\">Verdicts</h2>", _table(verdict_rows(comparison, facts), VERDICT_COLUMNS, "verdicts"),
+           "<p class=\"meta\">Each claim is a ratio measured in blocks that run every configuration back to back; "
+           "the verdict comes from the interval and the noise floor (the A/A spread), as the study's docs page "
+           "states.</p>",
+           "<h2 id=\"where\">Where it ran</h2>",
+           f"<p>{html.escape(placement.summary(manifest))}</p>",
+           "<p class=\"meta\">" + " | ".join(f"{k}: {html.escape(v)}" for k, v in run.items()) + "</p>"]
+    figures = [f for s in nb.sections for f in s.figures]
+    out.append("<h2 id=\"figures\">Figures</h2>")
+    for i, fig in enumerate(figures, 1):
+        caption = html.escape(fig.caption.replace("`", ""))
+        out.append(f"<figure><img alt=\"{caption}\" src=\"data:image/png;base64,{fig.png_base64}\">"
+                   f"<figcaption>Figure {i}. {caption}</figcaption></figure>")
+    out.append("<h2 id=\"details\">Details</h2>")
+    out.append(f"<details open><summary>How the study works</summary>{nb.intro}</details>")
+    for s in nb.sections:
+        if not s.parts and s.figures:
+            continue
+        shown = [f"Figure {figures.index(f) + 1}" for f in s.figures]
+        see = f"<p class=\"meta\">See {', '.join(shown)}.</p>" if shown else ""
+        out.append(f"<h3>{html.escape(s.heading)}</h3>{see}{''.join(s.parts)}")
+    out.append(f"<details><summary>Parameters (papermill)</summary><pre>{html.escape(nb.parameters)}</pre></details>")
+    return _page(f"pglab report: {study}", "".join(out))
+
+
+def _page(title: str, body: str) -> str:
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; "
+            "style-src 'unsafe-inline'\">"
+            f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>{body}</body></html>\n")
+
+
+def write_study(study: str, root: Path) -> Path:
+    """``reports/<study>.ipynb`` normalised, ``reports/<study>.html`` written (both under ``root``)."""
+    executed = root / "reports" / f"{study}.ipynb"
+    report_notebook.normalize(executed)
+    derived = root / "data" / "derived" / study
+    manifest = json.loads((root / "data" / "raw" / study / "manifest.json").read_text())
+    page = study_html(study, report_notebook.read(executed), pd.read_csv(derived / "comparison.csv"), manifest,
+                      _fsync(derived))
+    out = root / "reports" / f"{study}.html"
+    out.write_text(page, encoding="utf-8")
+    return out
+
+
+def index_html(root: Path) -> str:
+    """The five studies: their verdicts counted, run ids, machine, PostgreSQL version, date, links."""
+    rows = []
+    for study in STUDIES:
+        manifest = json.loads((root / "data" / "raw" / study / "manifest.json").read_text())
+        verdicts = pd.read_csv(root / "data" / "derived" / study / "comparison.csv").verdict.value_counts()
+        run = run_facts(manifest)
+        counts = "<br>".join(f"<span class=\"{_VERDICT_CLASS.get(str(v), '')}\">{int(n)} {html.escape(str(v))}</span>"
+                             for v, n in sorted(verdicts.items()))
+        rows.append({"study": f"<a href=\"{study}.html\">{html.escape(study)}</a>",
+                     "question": html.escape(question(study)), "verdicts": counts,
+                     **{k: html.escape(run[k]) for k in ("run", "profile", "date", "postgres", "machine")}})
+    cols = ("study", "question", "verdicts", "run", "profile", "date", "postgres", "machine")
+    body = ("<h1>pglab: five PostgreSQL deployment studies, reproduced</h1>"
+            "<p class=\"question\">Each study re-runs a published benchmark on this machine and says, claim by "
+            "claim, whether the article's number held here. Open a study for its verdict table, figures and "
+            "details.</p>" + _table(rows, cols, "index"))
+    return _page("pglab reports", body)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m pglab.app.report", description=__doc__.split("\n\n")[0])
+    p.add_argument("study", nargs="?", choices=STUDIES, help="write reports/STUDY.html from reports/STUDY.ipynb")
+    p.add_argument("--index", action="store_true", help="write reports/index.html over every study")
+    p.add_argument("--root", type=Path, default=Path("."), help="the checkout (default: here)")
+    a = p.parse_args(argv)
+    if bool(a.study) == a.index:
+        p.error("give one study, or --index")
+    if a.index:
+        (a.root / "reports").mkdir(exist_ok=True)
+        (a.root / "reports" / "index.html").write_text(index_html(a.root), encoding="utf-8")
+    else:
+        write_study(a.study, a.root)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

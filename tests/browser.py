@@ -1,0 +1,54 @@
+"""A page opened in headless Chromium (Debian's ``chromium``) with every host blocked: what it asked the
+network for, the DOM it rendered, and a screenshot.
+
+Why not a driver (Selenium, Playwright): two plain runs of the browser say all the report test needs.
+Chromium's net log records every request with the page's network isolation key, so the page's own
+requests (key ``file://``) are told apart from the browser's background ones (updates, accounts), which
+the host resolver rules stop all the same.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+_FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
+          "--disable-background-networking", "--disable-component-update", "--disable-sync",
+          "--host-resolver-rules=MAP * ~NOTFOUND"]  # no name resolves: nothing leaves this machine
+
+
+@dataclass
+class Page:
+    requests: list[str]  # every URL the page itself asked for (file:// ones included)
+    dom: str
+    screenshot: Path
+
+
+def _run(args: list[str], profile: Path) -> str:
+    res = subprocess.run([CHROMIUM, *_FLAGS, f"--user-data-dir={profile}", *args], capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0, f"chromium {args[-1]}: {res.stderr[-2000:]}"
+    return res.stdout
+
+
+def page_requests(netlog: Path) -> list[str]:
+    """The URLs requested on behalf of a file:// page, from a Chromium net log."""
+    log = json.loads(netlog.read_text())
+    start = log["constants"]["logEventTypes"]["URL_REQUEST_START_JOB"]
+    return [e["params"]["url"] for e in log["events"]
+            if e["type"] == start and "file://" in str(e.get("params", {}).get("network_isolation_key", ""))]
+
+
+def open_page(html: Path, shots: Path, width: int = 1280, height: int = 2400) -> Page:
+    """Load ``html`` twice (DOM with the net log, then a screenshot into ``shots``)."""
+    with tempfile.TemporaryDirectory(prefix="pglab-chromium-") as tmp:
+        profile, netlog = Path(tmp) / "profile", Path(tmp) / "net.json"
+        dom = _run([f"--log-net-log={netlog}", "--dump-dom", html.resolve().as_uri()], profile)
+        shot = shots / f"{html.stem}.png"
+        _run([f"--screenshot={shot}", f"--window-size={width},{height}", html.resolve().as_uri()], profile)
+        return Page(page_requests(netlog), dom, shot)
