@@ -164,6 +164,8 @@ def test_bootstrap_installs_the_debian_packages_it_needs_itself() -> None:
     assert packages
     for pkg in ("python3", "python3-venv", "git", "make", "procps", "iproute2", "ca-certificates"):
         assert pkg in packages.group(1).split(), pkg
+    bare = re.search(r"BARE_PACKAGES=\(([^)]*)\)", script)
+    assert bare and "chromium" in bare.group(1).split()  # the report tests' browser
 
 
 # nbstripout --------------------------------------------------------------------------------------------------
