@@ -71,3 +71,17 @@ def test_shares_and_dominant_on_known_samples() -> None:
     assert dict(zip(sh.event, sh.share, strict=True)) == {"IPC:SyncRep": 0.75, "CPU": 0.25}
     assert wait_analysis.dominant(df) == ("IPC:SyncRep", 0.6)
     assert wait_analysis.dominant(df.iloc[0:0]) == ("", 0.0)
+
+
+def test_the_top_events_table_shows_real_shares_never_a_filled_zero() -> None:
+    """The notebooks' waits table: an event in one config's top 3 shows every config's measured share of
+    it (the first table kept each config's top 3 and filled the rest with 0: `on` showed CPU 0.000)."""
+    from pglab.analysis.waits import top_events_table
+
+    shares = pd.DataFrame({"config": ["on"] * 4 + ["off"] * 3,
+                           "event": ["ClientRead", "Lock", "SyncRep", "CPU", "ClientRead", "CPU", "Lock"],
+                           "share": [0.30, 0.26, 0.18, 0.08, 0.72, 0.13, 0.12]})
+    table = top_events_table(shares)
+    assert list(table.columns) == ["ClientRead", "Lock", "SyncRep", "CPU"]
+    assert table.loc["on", "CPU"] == 0.08 and table.loc["off", "SyncRep"] == 0.0  # measured, and truly absent
+    assert top_events_table(shares[shares.config == "nothing"]).empty

@@ -90,6 +90,19 @@ def wait_shares(run_dir: Path, points: pd.DataFrame, node: str | None = None,
                                 kind="stable").reset_index(drop=True)
 
 
+def top_events_table(shares: pd.DataFrame, by: Sequence[str] = ("config",), n: int = 3) -> pd.DataFrame:
+    """One row per group, a column per event that is among some group's ``n`` largest: each group's real
+    share of it. A 0 is a share measured as 0 (never an event left out of a group's own top ``n``); a
+    group with no samples at all has no row."""
+    by = list(by)
+    if shares.empty:
+        return pd.DataFrame()
+    ranked = shares.sort_values([*by, "share", "event"], ascending=[*[True] * len(by), False, True], kind="stable")
+    events = sorted(set(ranked.groupby(by).head(n).event), key=lambda e: (-shares[shares.event == e].share.max(), e))
+    wide = shares.pivot_table(index=by, columns="event", values="share", aggfunc="sum", fill_value=0.0)
+    return wide[events].round(3)
+
+
 def wait_note(shares: pd.DataFrame, config: str, baseline: str) -> str:
     """What the samples say of two configurations: their dominant waits (measured, never fixed text)."""
     out = []
