@@ -20,7 +20,7 @@ import pytest  # noqa: E402
 from conftest import REPO, pulled_runs  # noqa: E402
 from matplotlib.colors import to_rgb  # noqa: E402
 from pglab.analysis import figures, layout  # noqa: E402
-from pglab.analysis.waits import WAIT_CLASS_COLOURS, wait_class, wait_colours  # noqa: E402
+from pglab.analysis.waits import WAIT_CLASS_COLOURS, wait_class, wait_hatches  # noqa: E402
 from pglab.studies import STUDIES, module  # noqa: E402
 
 
@@ -108,22 +108,25 @@ def test_a_legend_over_a_bar_is_found() -> None:
 
 
 # -- every figure of every study, from the shipped runs -----------------------------------------------------
+Bar = tuple[str, tuple[float, float, float], str, list[tuple[tuple[float, float, float], str]]]
+
+
 @dataclass
 class Drawn:
-    """One study's figures as its analysis drew them: the problems of each, and its waits figure's colours."""
+    """One study's figures as its analysis drew them: the problems of each, and its waits figure's bars."""
 
     study: str
     problems: dict[str, list[str]] = field(default_factory=dict)
-    wait_colours: list[tuple[str, tuple[float, float, float], list[tuple[float, float, float]]]] = \
-        field(default_factory=list)
+    wait_bars: list[Bar] = field(default_factory=list)
 
 
-def _wait_bars(fig: plt.Figure) -> list[tuple[str, tuple[float, float, float], list[tuple[float, float, float]]]]:
-    """(event, its legend colour, the colours of its bar segments) of a waits figure."""
+def _wait_bars(fig: plt.Figure) -> list[Bar]:
+    """(event, its legend colour and hatch, the colour and hatch of each of its bar segments) of a waits figure."""
     ax = fig.axes[0]
     leg = ax.get_legend()
-    bars = {c.get_label(): [to_rgb(p.get_facecolor()) for p in c.patches] for c in ax.containers}
-    return [(t.get_text(), to_rgb(h.get_facecolor()), bars.get(t.get_text(), []))
+    bars = {c.get_label(): [(to_rgb(p.get_facecolor()), p.get_hatch() or "") for p in c.patches]
+            for c in ax.containers}
+    return [(t.get_text(), to_rgb(h.get_facecolor()), h.get_hatch() or "", bars.get(t.get_text(), []))
             for h, t in zip(leg.legend_handles, leg.get_texts(), strict=True)]
 
 
@@ -136,7 +139,7 @@ def drawn(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     def check(fig: plt.Figure, folder: str | Path, name: str) -> list[Path]:
         out.problems[name] = layout.problems(fig)
         if name == "waits":
-            out.wait_colours = _wait_bars(fig)
+            out.wait_bars = _wait_bars(fig)
         plt.close(fig)
         return [Path(folder) / f"{name}.png", Path(folder) / f"{name}.svg"]
 
@@ -159,14 +162,21 @@ def test_every_shipped_figure_is_checked(drawn: Drawn) -> None:
 
 
 def test_the_waits_figure_colours_each_wait_class_as_every_study_does(drawn: Drawn) -> None:
-    assert drawn.wait_colours, f"{drawn.study}: no waits figure drawn"
-    events = [e for e, _, _ in drawn.wait_colours]
-    expected = wait_colours(events)
-    first_of_class: dict[str, str] = {}
-    for event, legend, bars in drawn.wait_colours:
-        assert legend == pytest.approx(expected[event]), (drawn.study, event)
-        assert bars and all(b == pytest.approx(legend) for b in bars), (drawn.study, event, bars)
-        first_of_class.setdefault(wait_class(event), event)
-    for cls, event in first_of_class.items():  # the class's own colour, the same mapping in every study
-        legend = next(c for e, c, _ in drawn.wait_colours if e == event)
-        assert legend == pytest.approx(to_rgb(WAIT_CLASS_COLOURS[cls])), (drawn.study, cls, event)
+    """Every event in the colour of its class, from the one mapping (WAIT_CLASS_COLOURS); within a class the
+    events differ by hatch; the legend shows what the bars are."""
+    assert drawn.wait_bars, f"{drawn.study}: no waits figure drawn"
+    hatches = wait_hatches([e for e, _, _, _ in drawn.wait_bars])
+    for event, colour, hatch, bars in drawn.wait_bars:
+        assert colour == pytest.approx(to_rgb(WAIT_CLASS_COLOURS[wait_class(event)])), (drawn.study, event)
+        assert hatch == hatches[event], (drawn.study, event)
+        assert bars and all(c == pytest.approx(colour) and h == hatch for c, h in bars), (drawn.study, event, bars)
+
+
+def test_every_wait_class_has_a_colour_of_its_own() -> None:
+    classes = ["CPU", "IO", "LWLock", "Lock", "IPC", "Client", "Activity", "Timeout", "BufferPin", "Extension"]
+    assert set(classes) < set(WAIT_CLASS_COLOURS)
+    assert len({to_rgb(c) for c in WAIT_CLASS_COLOURS.values()}) == len(WAIT_CLASS_COLOURS)
+    assert wait_class("LWLock:WALWrite") == "LWLock" and wait_class("CPU") == "CPU"
+    assert wait_class("NewType:Thing") == "other"
+    assert wait_hatches(["LWLock:BufferContent", "CPU", "LWLock:WALWrite"]) == {
+        "LWLock:BufferContent": "", "CPU": "", "LWLock:WALWrite": "//"}

@@ -73,15 +73,20 @@ def outside_legend(ax: Any, *args: Any, **kw: Any) -> Any:
 
 
 def stacked_bars(wide: pd.DataFrame, out: str | Path, name: str, title: str, xlabel: str, width: float = 7.5,
-                 xlim: tuple[float, float] | None = None, colours: dict[str, Any] | None = None) -> list[Path]:
+                 xlim: tuple[float, float] | None = None, colours: dict[str, Any] | None = None,
+                 hatches: dict[str, str] | None = None) -> list[Path]:
     """One horizontal bar per row of ``wide``, its columns stacked, the legend beside: what a whole is made of.
 
-    ``colours``: column -> colour, so that a column has its colour in every figure (wait events)."""
+    ``colours`` and ``hatches``: column -> colour or hatch, so that a column looks the same in every figure
+    (wait events)."""
     fig, ax = plt.subplots(figsize=(width, 0.9 + 0.45 * len(wide)))
     if colours is None:
         wide.plot.barh(stacked=True, ax=ax, colormap="tab20", width=0.7)
     else:
         wide.plot.barh(stacked=True, ax=ax, color=[colours[c] for c in wide.columns], width=0.7)
+    for bars in ax.containers if hatches else []:
+        for patch in bars.patches:
+            patch.set_hatch(hatches.get(bars.get_label(), ""))
     ax.invert_yaxis()
     if xlim is not None:
         ax.set_xlim(*xlim)

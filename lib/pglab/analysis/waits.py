@@ -19,7 +19,7 @@ CLIENT_TYPES = {"client backend"}
 REPLICATION_TYPES = {"walsender", "walreceiver", "startup", "logical replication worker",
                      "logical replication launcher"}
 # One colour per wait_event_type (CPU: running, no wait), the same in every study's figure (colour-blind
-# safe: seaborn's "colorblind" and a purple); the events of a class are shades of its colour, "other" is grey.
+# safe: seaborn's "colorblind" and a purple); events of one class differ by hatch, "other" is grey.
 WAIT_CLASS_COLOURS = {"CPU": "#029e73", "IO": "#0173b2", "LWLock": "#ece133", "Lock": "#d55e00", "IPC": "#cc78bc",
                       "Client": "#ca9161", "Activity": "#56b4e9", "Timeout": "#de8f05", "BufferPin": "#fbafe4",
                       "Extension": "#6a3d9a", "other": "#949494"}
@@ -120,18 +120,24 @@ def wait_class(event_name: str) -> str:
     return cls if cls in WAIT_CLASS_COLOURS else "other"
 
 
+HATCHES = ("", "//", "..", "xx", "\\\\", "++")  # the 1st, 2nd, ... event of one class in a figure
+
+
 def wait_colours(events: Sequence[str]) -> dict[str, tuple[float, float, float]]:
-    """Event -> colour: its class's colour (WAIT_CLASS_COLOURS), the second event of a class a lighter shade of
-    it, the third lighter still, in the order given, so a class reads as one colour in every study."""
+    """Event -> its class's colour (WAIT_CLASS_COLOURS): a class reads as one colour in every study."""
     from matplotlib.colors import to_rgb
 
+    return {e: to_rgb(WAIT_CLASS_COLOURS[wait_class(e)]) for e in events}
+
+
+def wait_hatches(events: Sequence[str]) -> dict[str, str]:
+    """Event -> hatch: none for the first event of a class, then //, .., xx in the order given, so that two
+    events of one class (LWLock:WALWrite, LWLock:BufferContent) differ without leaving their colour."""
     seen: dict[str, int] = {}
     out = {}
     for e in events:
-        cls = wait_class(e)
-        k = seen[cls] = seen.get(cls, -1) + 1
-        mix = min(0.35 * k, 0.8)  # towards white
-        out[e] = tuple(c + (1.0 - c) * mix for c in to_rgb(WAIT_CLASS_COLOURS[cls]))
+        k = seen[wait_class(e)] = seen.get(wait_class(e), -1) + 1
+        out[e] = HATCHES[min(k, len(HATCHES) - 1)]
     return out
 
 
@@ -147,4 +153,5 @@ def fig_waits(shares: pd.DataFrame, out: Path, order: list[str], title: str, nam
     classes = list(WAIT_CLASS_COLOURS)
     columns = sorted(wide.columns, key=lambda e: (classes.index(wait_class(e)), -total.get(e, 0.0), e))
     return figures.stacked_bars(wide[columns], out, name, title, xlim=(0, 1), colours=wait_colours(columns),
+                                hatches=wait_hatches(columns),
                                 xlabel="share of sampled client backends (pg_stat_activity every ~100 ms)")
