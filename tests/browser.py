@@ -48,7 +48,9 @@ def open_page(html: Path, shots: Path, width: int = 1280, height: int = 2400) ->
     """Load ``html`` twice (DOM with the net log, then a screenshot into ``shots``)."""
     with tempfile.TemporaryDirectory(prefix="pglab-chromium-") as tmp:
         profile, netlog = Path(tmp) / "profile", Path(tmp) / "net.json"
-        dom = _run([f"--log-net-log={netlog}", "--dump-dom", html.resolve().as_uri()], profile)
+        # the DOM once the page's scripts have run (vega draws its plots after load)
+        dom = _run([f"--log-net-log={netlog}", "--virtual-time-budget=5000", "--dump-dom", html.resolve().as_uri()],
+                   profile)
         shot = shots / f"{html.stem}.png"
         _run([f"--screenshot={shot}", f"--window-size={width},{height}", html.resolve().as_uri()], profile)
         return Page(page_requests(netlog), dom, shot)

@@ -247,7 +247,7 @@ def test_a_server_given_only_by_connection_string_is_measured_end_to_end(run: tu
     assert "needs targets with provider" in a.comparison.note.iloc[0]
     derived = d.parent.parent.parent / "derived"
     for name in ("points.csv", "summary.csv", "ratios.csv", "ratio_lines.csv", "comparison.csv", "failed_points.csv",
-                 "waits.csv", "stalls.csv", "init_phases.csv", "sysbench.csv", "metrics.json"):
+                 "waits.csv", "stalls.csv", "init_phases.csv", "sysbench.csv", "details.json"):
         assert (derived / name).exists(), name
     assert {"init_phases", "tps_over_time", "sysbench", "ranking", "published_vs_reproduced"} <= set(a.figures)
     assert len(a.waits) and set(a.waits.config) >= {"managed"}  # pg_stat_activity of the dsn target, over SQL

@@ -170,7 +170,7 @@ def run_copy(root: Path, reproduced: float = 1.285, derived: bool = True) -> Pat
         out.mkdir(parents=True)
         _comparison(reproduced).to_csv(out / "comparison.csv", index=False)
         run_id = json.loads((run / "manifest.json").read_text())["run_id"]
-        (out / "metrics.json").write_text(json.dumps({"run_id": run_id}))
+        (out / "details.json").write_text(json.dumps({"run_id": run_id}))
     return run
 
 

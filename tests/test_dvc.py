@@ -11,10 +11,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
+import matplotlib.pyplot as plt
+import pandas as pd
 import pytest
 import yaml
 from conftest import REPO
@@ -75,7 +78,8 @@ def copy_checkout(dst: Path) -> Path:
 
 
 def outputs(checkout: Path) -> dict[str, str]:
-    return digests(checkout, *(f"figures/{s}/*" for s in STUDIES), *(f"data/derived/{s}/*.csv" for s in STUDIES))
+    return digests(checkout, *(f"figures/{s}/*" for s in STUDIES), *(f"data/derived/{s}/*.csv" for s in STUDIES),
+                   "reports/*.html", "reports/*.ipynb")
 
 
 @pytest.mark.slow
@@ -233,13 +237,59 @@ def test_a_fresh_clone_regenerates_every_figure_from_the_shipped_runs(pulled: Pa
     assert "changed" not in status and "modified" not in status, status
     shipped = outputs(clone)
     assert any(k.startswith("figures/logical_replication/") for k in shipped)
+    assert {f"reports/{s}.{x}" for s in STUDIES for x in ("html", "ipynb")} | {"reports/index.html"} <= set(shipped)
     for study in STUDIES:
         shutil.rmtree(clone / "figures" / study)
+    (clone / "reports" / "index.html").unlink()
     out = sh(clone, "dvc", "repro", timeout=900)
     for study in STUDIES:
         assert f"Running stage 'analyze@{study}'" in out and f"Running stage 'collect@{study}'" not in out
-    assert outputs(clone) == shipped  # tables and figures byte-identical
+    assert "Running stage 'report_index'" in out
+    assert outputs(clone) == shipped  # tables, figures, executed notebooks and reports byte-identical
     assert "Running stage" not in sh(clone, "dvc", "repro")
     sh(clone, "dvc", "metrics", "diff")
     sh(clone, "dvc", "plots", "diff", "-o", str(tmp_path / "plots"))
     assert (tmp_path / "plots" / "index.html").exists()
+
+
+def test_dvc_plots_show_every_figure_and_renders_offline(pulled: Path, tmp_path: Path) -> None:
+    """The page `dvc plots show` writes (.dvc/plots/offline.html, vega inlined) draws both vega plots with every
+    host blocked, and lists every figure every study draws."""
+    from browser import open_page
+
+    spec = yaml.safe_load((pulled / "dvc.yaml").read_text())["plots"]
+    listed = {p for p in spec if isinstance(p, str)}
+    assert listed == {str(p.relative_to(pulled)) for p in pulled.glob("figures/*/*.png")}
+    sh(pulled, "dvc", "plots", "show", "-o", str(tmp_path / "plots"))
+    page = open_page(tmp_path / "plots" / "index.html", tmp_path)
+    assert [u for u in page.requests if not u.startswith(("file:", "data:"))] == []
+    assert "cdn.jsdelivr.net" not in (tmp_path / "plots" / "index.html").read_text()
+    vega = [p for p in spec if isinstance(p, dict)]
+    assert page.dom.count("<canvas") == len(vega) == 2  # drawn by vega-embed, offline
+    assert page.dom.count("<img") >= len(listed)
+
+
+def test_every_shipped_report_opens_offline_with_its_verdicts_first(pulled: Path, tmp_path: Path) -> None:
+    """`dvc pull` on a fresh clone, then each report and the index in headless Chromium with every host
+    blocked: no request leaves the page, the verdict table comes first and says what comparison.csv says."""
+    from browser import open_page
+
+    for study in STUDIES:
+        page = open_page(pulled / "reports" / f"{study}.html", tmp_path)
+        assert [u for u in page.requests if not u.startswith(("file:", "data:"))] == [], study
+        first = page.dom.index("<table")
+        assert page.dom.index('id="verdicts"') < first < page.dom.index('id="figures"'), study
+        table = page.dom[first:page.dom.index("</table>", first)]
+        rows = [re.findall(r"<td[^>]*>(.*?)</td>", tr, re.S) for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", table, re.S)]
+        shown = [re.sub(r"<[^>]+>", "", row[4]) for row in rows if row]
+        assert shown == list(pd.read_csv(pulled / f"data/derived/{study}/comparison.csv").verdict), study
+        assert page.dom.count("<img ") == len(list((pulled / "figures" / study).glob("*.png"))), study
+        assert (page.dom.index('id="figures"') < page.dom.index('id="details"')
+                < page.dom.index("Parameters (papermill)")), study
+        pixels = plt.imread(page.screenshot)
+        assert pixels.shape[0] > 1000 and pixels.std() > 0.05, f"{study}: a blank screenshot"
+    index = open_page(pulled / "reports" / "index.html", tmp_path)
+    assert [u for u in index.requests if not u.startswith("file:")] == []
+    for study in STUDIES:
+        run = json.loads((pulled / f"data/raw/{study}/manifest.json").read_text())["run_id"]
+        assert f'href="{study}.html"' in index.dom and run in index.dom, study

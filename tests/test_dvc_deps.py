@@ -20,7 +20,8 @@ ROOTS = {
     # `python -m pglab.app.collect <study>` loads the study's params model and runs its collect module
     "collect": ("pglab.app.collect", "pglab.studies.{study}.collect", "pglab.studies.{study}.params"),
     # the analyze stage runs the notebook, which calls pglab.app.notebook and the study's analyze module
-    "analyze": ("pglab.app.notebook", "pglab.studies.{study}.analyze", "pglab.studies.{study}.params"),
+    "analyze": ("pglab.app.notebook", "pglab.studies.{study}.analyze", "pglab.studies.{study}.params",
+                "pglab.app.report"),
 }
 
 
@@ -60,6 +61,14 @@ def test_deps_are_exactly_the_imported_modules(stage: str, study: str) -> None:
     assert not missing, f"{stage}@{study} imports modules that are not its deps in dvc.yaml: {missing}"
     extra = sorted(str(p.relative_to(REPO)) for p in listed - imported)
     assert not extra, f"{stage}@{study} lists deps it never imports (an edit to them re-runs it): {extra}"
+
+
+def test_the_index_stage_depends_on_exactly_what_it_imports() -> None:
+    """``report_index``: exactly the report module's imports."""
+    spec = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]["report_index"]
+    listed, imported = lib_files([REPO / d for d in spec["deps"]]), closure("pglab.app.report")
+    assert listed == imported, (sorted(map(str, listed - imported)), sorted(map(str, imported - listed)))
+    assert {f"data/derived/{s}/comparison.csv" for s in STUDIES} <= set(spec["deps"])
 
 
 @pytest.mark.parametrize("study", STUDIES)

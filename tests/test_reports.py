@@ -107,8 +107,23 @@ def test_the_browser_check_sees_a_request_to_another_host(tmp_path: Path) -> Non
     assert "https://cdn.example.org/x.png" in seen.requests and seen.screenshot.exists()
 
 
+def test_every_study_has_its_question() -> None:
+    from pglab.studies import STUDIES
+
+    assert set(report.QUESTIONS) == set(STUDIES) and all(q.endswith("?") for q in report.QUESTIONS.values())
+
+
 @pytest.mark.parametrize(("method", "blocks", "words"), [
     ("order-statistic", 8, "95% interval of the median over 8 blocks"), ("range", 2, "range over 2 blocks"),
     ("single", 1, "one block: no interval"), ("none", 0, "not measured")])
 def test_intervals_are_said_in_words(method: str, blocks: int, words: str) -> None:
     assert report.interval_words(method, blocks).startswith(words)
+
+
+def test_the_headline_metrics_are_the_same_nine_keys_for_every_study() -> None:
+    """`dvc metrics show` lists one row per study: the same short keys keep it within 120 columns."""
+    from pglab.analysis.result import headline
+
+    h = headline(COMPARISON, MANIFEST)
+    assert h == {"run": "abcdef", "held": 1, "not_held": 0, "open": 0, "n_a": 1, "floor": 0.18,
+                 "ratio": 1.29, "low": 1.12, "high": 1.49}

@@ -160,7 +160,7 @@ def test_analyze_is_deterministic(smoke_run: Path, tmp_path: Path) -> None:
         a = analyze.analyze(smoke_run, tmp_path / f"d{i}", tmp_path / f"f{i}", REPO / "data/reference")
         outs.append(a)
     for name in ("points.csv", "summary.csv", "ratios.csv", "comparison.csv", "waits.csv", "latency.csv",
-                 "metrics.json"):
+                 "details.json", "metrics.json"):
         assert filecmp.cmp(tmp_path / "d1" / name, tmp_path / "d2" / name, shallow=False), name
     figs = sorted(p.name for p in (tmp_path / "f1").iterdir())
     assert {"tps_by_clients.png", "tps_by_clients.svg", "ratio_to_on.png", "standby_reads.png",

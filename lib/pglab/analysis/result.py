@@ -44,6 +44,35 @@ def run_metrics(manifest: dict[str, Any], failed: pd.DataFrame, comparison: pd.D
     return out
 
 
+#: verdict -> its column in the headline metrics (short: `dvc metrics show` fits in 120 columns)
+VERDICT_KEYS = {"held": "held", "did not hold": "not_held", "not resolvable here": "open",
+                "not measurable here": "n_a"}
+
+
+def headline(comparison: pd.DataFrame, manifest: dict[str, Any]) -> dict[str, Any]:
+    """``<data root>/metrics/<study>.json``, what `dvc metrics show` and `dvc exp show` list: the same nine
+    keys for every study. The run (its id's random suffix), the verdicts counted, the noise floor, and
+    the study's first claim (its headline, named in its docs page) as ratio with its interval. The
+    full numbers are in ``details.json`` and the derived tables."""
+    counts = comparison.verdict.value_counts()
+    out: dict[str, Any] = {"run": str(manifest["run_id"]).rsplit("-", 1)[-1]}
+    out.update({key: int(counts.get(verdict, 0)) for verdict, key in VERDICT_KEYS.items()})
+    out["floor"] = verdicts_noise_floor(comparison)
+    first = comparison.dropna(subset=["reproduced"]).head(1).to_dict("records")
+    for key, col in (("ratio", "reproduced"), ("low", "ci_low"), ("high", "ci_high")):
+        value = first[0].get(col) if first else None
+        out[key] = None if value is None or pd.isna(value) else round(float(value), 3)
+    return out
+
+
+def metrics_path(derived: Path, study: str) -> Path:
+    """``<data root>/metrics/<study>.json`` beside ``<data root>/derived/<study>/`` (a short path: it is the
+    first column of `dvc metrics show`); ``derived/metrics.json`` for a folder laid out otherwise."""
+    if derived.parent.name == "derived":
+        return derived.parent.parent / "metrics" / f"{study}.json"
+    return derived / "metrics.json"
+
+
 def verdicts_noise_floor(comparison: pd.DataFrame) -> float | None:
     """The noise floor the verdicts use: the first claim's that has one."""
     nf = comparison.noise_floor.dropna()
@@ -66,7 +95,7 @@ class Analysis:
     comparison: pd.DataFrame  # published vs reproduced: one row per claim, with its verdict
     waits: pd.DataFrame  # wait-event shares per configuration
     stalls: pd.DataFrame  # points with intervals of 0 tps in their measured window
-    metrics: dict[str, Any]  # what ``dvc metrics show`` lists
+    metrics: dict[str, Any]  # every headline number (details.json); `dvc metrics show` lists ``headline``
     figures: dict[str, list[Path]] = field(default_factory=dict)
 
     def ratio_lines(self) -> pd.DataFrame:
@@ -84,11 +113,15 @@ class Analysis:
             path = derived / name
             path.parent.mkdir(parents=True, exist_ok=True)
             table.to_csv(path, index=False, float_format=None if name in self.EXACT else FLOAT_FORMAT)
-        write_json(derived / "metrics.json", self.metrics)
+        write_json(derived / "details.json", self.metrics)
+        metrics = metrics_path(derived, str(self.manifest.get("study", derived.name)))
+        metrics.parent.mkdir(parents=True, exist_ok=True)
+        write_json(metrics, headline(self.comparison, self.manifest))
 
     def finish(self, derived_dir: str | Path, figures_dir: str | Path,
                draw: Callable[[Self, Path], dict[str, list[Path]]]) -> Self:
-        """Write the tables and metrics, then draw the figures (``draw``: this analysis, the folder -> files)."""
+        """Write the tables, details and headline metrics, then draw the figures (``draw``: this analysis,
+        the folder -> files)."""
         self.write(Path(derived_dir))
         figures.style()
         self.figures = draw(self, Path(figures_dir))

@@ -84,7 +84,7 @@ def comparison(run_dir: str | Path, reference_dir: str | Path | None = None) -> 
     for ancestor in list(run.parents)[:3]:
         derived = ancestor / "derived" / str(study)
         try:
-            metrics = json.loads((derived / "metrics.json").read_text())
+            metrics = json.loads((derived / "details.json").read_text())
         except (OSError, ValueError):
             continue
         if metrics.get("run_id") == run_id and (derived / "comparison.csv").exists():

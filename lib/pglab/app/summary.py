@@ -11,7 +11,7 @@ from pglab.studies import STUDIES
 def main() -> None:
     for study in STUDIES:
         figs = sorted(Path("figures", study).glob("*.png"))
-        metrics = Path("data/derived", study, "metrics.json")
+        metrics = Path("data/derived", study, "details.json")
         print(f"\n{study}:")
         print(f"  figures : {', '.join(str(f) for f in figs) or 'none'}")
         print(f"  tables  : data/derived/{study}/")
