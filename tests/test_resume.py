@@ -116,10 +116,18 @@ def test_git_revision_says_dirty_and_unverified(tmp_path: Path, monkeypatch: pyt
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     (tmp_path / "f").write_text("a\n")
-    for cmd in (["git", "init", "-q"], ["git", "add", "f"], ["git", "commit", "-qm", "x"]):
+    (tmp_path / "dvc.lock").write_text("schema: '2.0'\n")
+    (tmp_path / "data" / "metrics").mkdir(parents=True)
+    (tmp_path / "data" / "metrics" / "s.json").write_text("{}\n")
+    for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "x"]):
         subprocess.run(cmd, cwd=tmp_path, check=True)
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
     assert store.git_revision(tmp_path) == head
+    # what `dvc repro` rewrites between its stages is no change of code: the next collect is not +dirty
+    (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n")
+    (tmp_path / "data" / "metrics" / "s.json").write_text('{"held": 1}\n')
+    assert store.git_revision(tmp_path) == head
+    assert store.git_revision(tmp_path / "data") == head  # from a subfolder alike
     (tmp_path / "f").write_text("b\n")
     assert store.git_revision(tmp_path) == head + "+dirty"
     real_run = subprocess.run

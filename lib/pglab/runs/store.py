@@ -64,10 +64,16 @@ def write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
+#: what `dvc repro` itself rewrites between stages (the lock, the metrics kept in git): a change there is
+#: no change of code or parameters, and counted it marked every run but the pipeline's first ``+dirty``
+PIPELINE_RECORDS = (":(top,exclude)dvc.lock", ":(top,exclude)data/metrics")
+
+
 def git_revision(cwd: str | Path = ".") -> str | None:
-    """HEAD, with ``+dirty`` when tracked files differ from it. The first ``git status`` of a fresh clone
-    re-reads every file and runs the nbstripout filter on each notebook, seconds on a busy machine: given a
-    minute, and the revision is still recorded (``+unverified``) if even that is not enough."""
+    """HEAD, with ``+dirty`` when tracked files other than the pipeline's records differ from it. The first
+    ``git status`` of a fresh clone re-reads every file and runs the nbstripout filter on each notebook,
+    seconds on a busy machine: given a minute, and the revision is still recorded (``+unverified``) if even
+    that is not enough."""
     try:
         rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True,
                              timeout=30).stdout.strip()
@@ -76,8 +82,8 @@ def git_revision(cwd: str | Path = ".") -> str | None:
     if not rev:
         return None
     try:
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
-                               capture_output=True, text=True, timeout=60).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ":/", *PIPELINE_RECORDS],
+                               cwd=cwd, capture_output=True, text=True, timeout=60).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return rev + "+unverified"
     return rev + ("+dirty" if dirty else "")
