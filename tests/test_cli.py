@@ -5,8 +5,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
 from conftest import REPO
+from pglab.parsers.aggregate_log import parse_aggregate_log
+from pglab.parsers.pgbench import parse_init, parse_summary
+from pglab.parsers.sysbench import parse_run
+from pglab.parsers.txlog import parse_transaction_log_file
 
 DATA = REPO / "tests" / "data"
 
@@ -35,6 +41,49 @@ def test_parse_single_file_is_an_object_with_progress() -> None:
     res = pglab("parse", str(DATA / "pgbench/15/run_T.stdout"))
     o = json.loads(res.stdout)
     assert isinstance(o, dict) and len(o["progress"]) >= 2  # from the sibling stderr (-P lines)
+
+
+# kind -> files under tests/data of that kind (every pgbench version, both sysbench versions)
+KINDS = {
+    "pgbench_log": ["pgbench/14/txlog_rate", "pgbench/15/txlog_failures", "pgbench/18/txlog_retries"],
+    "pgbench_aggregate_log": ["pgbench/14/aggregate_rate.log", "pgbench/15/aggregate_retries.log",
+                              "pgbench/18/aggregate_failures.log"],
+    "pgbench_run": ["pgbench/9.6/article_run.txt", "pgbench/14/run_r.stdout", "pgbench/15/run_failures_detailed.stdout",
+                    "pgbench/18/run_server15.stdout"],
+    "pgbench_init": ["pgbench/9.6/article_init.txt", "pgbench/14/init.stderr", "pgbench/18/init_pty.txt"],
+    "sysbench_run": ["sysbench/0.5/article_run.txt", "sysbench/1.0/oltp_read_write.txt"],
+}
+
+
+def library(kind: str, path: Path) -> dict[str, Any]:
+    """What the library returns for ``path``, called as a user of the parsers would."""
+    if kind == "pgbench_log":
+        return parse_transaction_log_file(path)
+    text = path.read_text()
+    if kind == "pgbench_run":
+        stderr = path.with_suffix(".stderr")
+        return parse_summary(text, stderr.read_text() if path.suffix == ".stdout" and stderr.exists() else "")
+    return {"pgbench_aggregate_log": parse_aggregate_log, "pgbench_init": parse_init,
+            "sysbench_run": parse_run}[kind](text)
+
+
+def test_parse_prints_what_the_library_returns(tmp_path: Path) -> None:
+    """The command only adds ``kind`` and ``source`` (and a run's ``stderr_source``) to the library's dict,
+    for every format, a log larger than what is read to recognise it included; its JSON is json.dumps's."""
+    big = tmp_path / "pgbench_log.1"
+    big.write_bytes((DATA / "pgbench/15/txlog_failures").read_bytes() * 20)  # over a MB, read in chunks
+    files = [(kind, DATA / rel) for kind, rels in KINDS.items() for rel in rels] + [("pgbench_log", big)]
+    res = pglab("parse", *(str(p) for _, p in files))
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert res.stdout == json.dumps(out, indent=2) + "\n"
+    assert len(out) == len(files)
+    for (kind, path), got in zip(files, out, strict=True):
+        assert (got.pop("kind"), got.pop("source")) == (kind, str(path))
+        got.pop("stderr_source", None)
+        assert got == json.loads(json.dumps(library(kind, path))), path
+    small = files.index(("pgbench_log", DATA / "pgbench/15/txlog_failures"))
+    assert out[-1]["transactions"] == 20 * out[small]["transactions"]
 
 
 def test_parse_unknown_file_exits_2_and_says_what_was_expected() -> None:
