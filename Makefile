@@ -17,7 +17,7 @@ test: setup
 	ruff check lib tests bench
 
 ## make bench: every script in bench/ at its real size, each printing its figures against its goal
-## (the suite runs each at --tiny, so none breaks unseen; see the README's Benchmarks section)
+## (the suite runs each at --tiny, so none breaks unseen; see the Benchmarks section of docs/testing.md)
 bench: setup
 	@failed=; for s in bench/parse_speed.py bench/parse_command.py bench/analyze_speed.py bench/tsbs_loader.py \
 	  bench/harness_overhead.py bench/wait_sampler_cost.py bench/lag_sampler_overhead.py; do echo "== $$s"; python $$s || failed="$$failed $$s"; \

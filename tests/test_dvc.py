@@ -149,7 +149,7 @@ def test_no_workflow_loses_a_manual_run(checkout: Path) -> None:
     assert "Running stage" not in out  # restored to the lock: nothing to do
     sh(checkout, "pglab", "collect", "synchronous_commit", "--profile", "smoke", "--quiet")
     runs = archive(checkout)
-    sh(checkout, "dvc", "commit", "-f", "collect@synchronous_commit")  # adopt the manual run (README)
+    sh(checkout, "dvc", "commit", "-f", "collect@synchronous_commit")  # adopt the manual run (docs/dvc.md)
     out = sh(checkout, "dvc", "repro", "analyze@synchronous_commit")
     assert "Running stage 'analyze@synchronous_commit'" in out and "Running stage 'collect@" not in out
     assert kept(runs, archive(checkout))

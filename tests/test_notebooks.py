@@ -1,7 +1,7 @@
 """The notebooks as users run them: papermill's help, profiles, misspelt names, and what a run leaves.
 
-nbval runs each notebook as stored (see the Makefile); these tests drive them the other ways the
-README documents: papermill with -p / -y, and `papermill --help-notebook`.
+nbval runs each notebook as stored (see the Makefile); these tests drive them the other ways that
+docs/running.md documents: papermill with -p / -y, and `papermill --help-notebook`.
 """
 
 from __future__ import annotations

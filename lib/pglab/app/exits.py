@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from pglab.errors import ParseError, PglabError, UserError
 
-OK, PROCESS, USER, PARTIAL, INTERRUPTED = 0, 1, 2, 3, 130  # the README's table "Exit codes"
+OK, PROCESS, USER, PARTIAL, INTERRUPTED = 0, 1, 2, 3, 130  # docs/running.md, "A run's status, and the exit codes"
 
 
 def run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
