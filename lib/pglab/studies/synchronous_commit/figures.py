@@ -86,6 +86,6 @@ def fig_standby_reads(reads: pd.DataFrame, out: Path) -> list[Path]:
     ax.set_ylabel("standby select-only tps,\nratio within a block")
     methods = pd.DataFrame([{"ci_method": effects.interval(r[r.config == c].ratio.to_numpy())[3],
                              "n": int(r[r.config == c].ratio.notna().sum())} for c in order])
-    ax.set_title(f"Standby reads with the primary under write load\n(dots: blocks; bars: median and "
-                 f"{tables.caption(methods)};\nband: noise floor)", fontsize=10)
+    ax.set_title(f"Standby reads with the primary under write load\n(dots: blocks; band: noise floor; bars: "
+                 f"median and\n{tables.caption(methods)})", fontsize=10)
     return figures.save(fig, out, "standby_reads")
