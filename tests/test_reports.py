@@ -75,6 +75,15 @@ def test_two_executions_normalise_to_the_same_bytes(tmp_path: Path) -> None:
     assert report_notebook.normalize(a) and report_notebook.normalize(b)
     assert a.read_bytes() == b.read_bytes()
     assert not report_notebook.normalize(a)  # once is enough
+    # a cell's prints cut into two stream messages (a busy kernel) or sent as one: the same notebook
+    split = executed("2026-11-26T10:00:00Z", "0a0b0c0d")
+    outs = split["cells"][4]["outputs"]
+    outs[2:3] = [{"output_type": "stream", "name": "stdout", "text": "3 points "},
+                 {"output_type": "stream", "name": "stdout", "text": ["<ok>", "\n"]}]
+    c = tmp_path / "c.ipynb"
+    c.write_text(json.dumps(split))
+    report_notebook.normalize(c)
+    assert c.read_bytes() == a.read_bytes()
     nb = json.loads(a.read_text())
     assert nb["metadata"]["papermill"] == {"status": "completed", "exception": False, "parameters": {"profile": "x"}}
     assert nb["cells"][2]["id"] == report_notebook.INJECTED_ID

@@ -41,13 +41,27 @@ def normalize(path: Path) -> bool:
             cell["id"] = INJECTED_ID
         if cell.get("cell_type") == "code":
             cell["execution_count"] = None
-            for out in cell.get("outputs", []):
+            cell["outputs"] = _coalesced(cell.get("outputs", []))
+            for out in cell["outputs"]:
                 if "execution_count" in out:
                     out["execution_count"] = None
     new = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
     if new != text:
         path.write_text(new, encoding="utf-8")
     return new != text
+
+
+def _coalesced(outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Consecutive stream outputs of one stream as one: how a cell's prints are cut into messages depends
+    on when the kernel flushed them (a loaded machine cut one cell's output differently in two runs)."""
+    out: list[dict[str, Any]] = []
+    for o in outputs:
+        if (o.get("output_type") == "stream" and out and out[-1].get("output_type") == "stream"
+                and out[-1].get("name") == o.get("name")):
+            out[-1] = {**out[-1], "text": _text(out[-1].get("text", "")) + _text(o.get("text", ""))}
+        else:
+            out.append(o)
+    return out
 
 
 def markdown(text: str) -> str:
