@@ -80,6 +80,13 @@ def test_two_executions_normalise_to_the_same_bytes(tmp_path: Path) -> None:
     outs = split["cells"][4]["outputs"]
     outs[2:3] = [{"output_type": "stream", "name": "stdout", "text": "3 points "},
                  {"output_type": "stream", "name": "stdout", "text": ["<ok>", "\n"]}]
+    split["cells"][4]["outputs"] = outs
+    whole = executed("2026-11-26T11:00:00Z", "0e0f")  # the same text as one stream, spelt as its lines
+    whole["cells"][4]["outputs"][2]["text"] = ["3 points <ok>\n"]
+    d = tmp_path / "d.ipynb"
+    d.write_text(json.dumps(whole))
+    report_notebook.normalize(d)
+    assert d.read_bytes() == a.read_bytes()
     c = tmp_path / "c.ipynb"
     c.write_text(json.dumps(split))
     report_notebook.normalize(c)

@@ -61,7 +61,9 @@ def _coalesced(outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             out[-1] = {**out[-1], "text": _text(out[-1].get("text", "")) + _text(o.get("text", ""))}
         else:
             out.append(o)
-    return out
+    # one spelling of a stream's text (nbformat allows a string or its lines): merged or not, the same bytes
+    return [{**o, "text": _text(o.get("text", "")).splitlines(keepends=True)} if o.get("output_type") == "stream"
+            else o for o in out]
 
 
 def markdown(text: str) -> str:
