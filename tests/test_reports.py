@@ -27,10 +27,15 @@ MANIFEST: dict[str, Any] = {
 }
 COMPARISON = pd.DataFrame([
     {"claim": "a is about 1.5x b", "published": 1.5, "reproduced": 1.29, "ci_low": 1.12, "ci_high": 1.49,
-     "noise_floor": 0.18, "blocks": 6, "verdict": "held", "tested": "ratio > 1", "ci_method": "order-statistic",
-     "note": "top waits: CPU 40%"},
+     "noise_floor": 0.18, "blocks": 6, "verdict": "not resolvable here",
+     "rule": "held if the 95% interval lies inside (1.25, 1.8) (size); did not hold if it lies outside",
+     "bound_low": 1.25, "bound_high": 1.8, "ci_method": "order-statistic", "coverage": 0.9688, "aa_median": 0.98,
+     "aa_low": 0.9, "aa_high": 1.05, "aa_blocks": 6, "depends_on": "disk flush rate (commit cost)",
+     "here": "4,167 fdatasync/s (pg_test_fsync)", "article": "a SATA hard disk", "note": "top waits: CPU 40%"},
     {"claim": "c <b>costs</b> nothing", "published": 1.0, "reproduced": 0.8, "ci_low": 0.5, "ci_high": 0.9,
-     "noise_floor": 0.96, "blocks": 3, "verdict": "not measurable here", "tested": "", "ci_method": "bootstrap",
+     "noise_floor": 0.96, "blocks": 3, "verdict": "not measurable here", "rule": "", "bound_low": 0.909,
+     "bound_high": 1.1, "ci_method": "range", "coverage": 0.75, "aa_median": float("nan"), "aa_low": float("nan"),
+     "aa_high": float("nan"), "aa_blocks": 0, "depends_on": "", "here": "", "article": "",
      "note": "needs separate machines"},
 ])
 
@@ -108,9 +113,11 @@ def test_a_report_opens_on_its_question_and_verdicts_and_ends_on_its_parameters(
                                      "Parameters (papermill)")]
     assert order == sorted(order)
     assert "c &lt;b&gt;costs&lt;/b&gt; nothing" in page and "3 points &lt;ok&gt;" in page  # escaped
-    assert "95% interval of the median over 6 blocks" in page and "bootstrap interval over 3 blocks" in page
+    assert "95% interval of the median over 6 blocks" in page and "range of 3 blocks (covers the median 75%" in page
+    assert "inside (1.25, 1.8) (size)" in page and "A/A (baseline / baseline) 0.98 [0.9, 1.05] over 6 blocks" in page
+    assert "<b>disk flush rate (commit cost)</b>: here 4,167 fdatasync/s" in page  # beside the verdict
     assert "ci_method" not in page and "order-statistic" not in page
-    assert "one machine of 2 cores" in page and "4,167 fdatasync/s" in page
+    assert "one machine of 2 cores" in page  # a claim without its own property: the machine's facts
     assert page.count("data:image/png;base64,") == 1 and "Figure 1. Throughput by level" in page
     assert "http://" not in page and "https://" not in page
 
@@ -130,10 +137,12 @@ def test_every_study_has_its_question() -> None:
 
 
 @pytest.mark.parametrize(("method", "blocks", "words"), [
-    ("order-statistic", 8, "95% interval of the median over 8 blocks"), ("range", 2, "range over 2 blocks"),
-    ("single", 1, "one block: no interval"), ("none", 0, "not measured")])
+    ("order-statistic", 8, "95% interval of the median over 8 blocks"),
+    ("range", 2, "range of 2 blocks (covers the median 50% of the time)"),
+    ("single", 1, "1 block, no interval"), ("none", 0, "not measured")])
 def test_intervals_are_said_in_words(method: str, blocks: int, words: str) -> None:
-    assert report.interval_words(method, blocks).startswith(words)
+    """One wording for the report, the figures and the notebooks (``stats.interval_words``)."""
+    assert report.interval_words(method, blocks) == words
 
 
 def test_the_headline_metrics_are_the_same_nine_keys_for_every_study() -> None:
@@ -141,5 +150,5 @@ def test_the_headline_metrics_are_the_same_nine_keys_for_every_study() -> None:
     from pglab.analysis.result import headline
 
     h = headline(COMPARISON, MANIFEST)
-    assert h == {"run": "abcdef", "held": 1, "not_held": 0, "open": 0, "n_a": 1, "floor": 0.18,
+    assert h == {"run": "abcdef", "held": 0, "not_held": 0, "open": 1, "n_a": 1, "floor": 0.18,
                  "ratio": 1.29, "low": 1.12, "high": 1.49}

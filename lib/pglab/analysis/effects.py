@@ -1,54 +1,69 @@
-"""Effects from blocks: ratios within a block, intervals over blocks, the A/A noise floor, verdicts.
+"""Effects from blocks: ratios within a block, intervals over blocks, the A/A noise floor.
 
 Why within a block: on a shared 2-core VM the same command varies by up to 2x between minutes, but two
 points run back to back see nearly the same machine. So every configuration is divided by the
 baseline of its own block, and only those ratios are summarised over blocks.
 
-* Interval of the median ratio: the distribution-free order-statistic interval (``stats``) when there
-  are at least 6 blocks, otherwise a percentile bootstrap over blocks (seeded, so deterministic);
-  every row says which (``ci_method``) and over how many blocks (``blocks``).
-* Noise floor: the baseline runs twice per block; ``second / first`` would be 1 on a quiet machine.
-  The 95th percentile of ``|A/A - 1|`` is how far a ratio moves with no effect at all (0.08 = 8%).
-* Verdicts: "held" / "did not hold" only when the interval excludes the other answer and the effect is
-  larger than the noise floor; otherwise "not resolvable here". A claim that needs what this run did not
-  have (separate machines, a level not run) is "not measurable here". Never a median against a threshold.
+* The baseline of a block is the geometric mean of its two copies (the baseline runs twice in every
+  block, in a random place each): dividing by the first copy alone let one copy's noise into every ratio.
+* Points flagged for CPU steal (more than 20% of a point's time taken by the hypervisor) are left out
+  before dividing, and counted (:func:`steal_note`): a block whose baseline copies were both flagged
+  has no ratios.
+* Interval of the median ratio: ``stats.median_interval`` (order statistics from 6 blocks, else the
+  range, said as such); every row says which (``ci_method``) and over how many blocks (``blocks``).
+* Noise floor: ``second / first`` baseline copy (A/A) would be 1 on a quiet machine; the 95th
+  percentile of ``|A/A - 1|`` is how far one point moves with no effect at all (0.08 = 8%). It is
+  reported beside every effect; verdicts (``claims``) use the intervals, never this floor.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from pglab.analysis.stats import median_interval
+from pglab.analysis.claims import Claim, Machine, comparison_row
+from pglab.analysis.stats import median_interval, method_for
 
-VERDICTS = ("held", "did not hold", "not resolvable here", "not measurable here")
-COMPARISON_COLUMNS = ["claim", "published", "reproduced", "ci_low", "ci_high", "noise_floor", "blocks", "verdict"]
-BOOTSTRAP_RESAMPLES = 4000
-MIN_BLOCKS = 3  # below this no verdict is decided (the smoke profiles); 6 give an order-statistic interval
 AA = "A/A"  # the ``config`` label of the second baseline's ratio
 
 
 def block_ratios(points: pd.DataFrame, baseline: str, by: Sequence[str] = ("group",),
                  value: str = "value") -> pd.DataFrame:
-    """One row per (block, ``by``..., configuration): value / the block's first baseline.
+    """One row per (block, ``by``..., configuration): value / the block's baseline (both copies).
 
     ``points`` has one row per point: ``block``, ``config``, ``copy`` (1, or 2 for the A/A baseline), the
-    ``by`` columns and ``value``. The second baseline becomes the configuration ``A/A``. A block whose
-    first baseline failed has no ratios (nothing to divide by); that is what ``blocks`` then counts.
+    ``by`` columns and ``value``. The baseline is the geometric mean of the block's copies that were
+    measured and not steal-flagged; the A/A row is copy 2 / copy 1. A block without a baseline has no
+    ratios (nothing to divide by); that is what ``blocks`` then counts.
     """
     keys = ["block", *by]
-    first = (points.config == baseline) & (points["copy"] == 1)
-    base = points[first].set_index(keys)[value].rename("baseline")
-    rest = points[~first].copy()
-    rest.loc[rest["copy"] > 1, "config"] = AA
+    if "steal_flag" in points:
+        points = points[~points.steal_flag.fillna(False).astype(bool)]
+    is_base = points.config == baseline
+    copies = points[is_base].pivot_table(index=keys, columns="copy", values=value, aggfunc="first")
+    base = np.exp(np.log(copies).mean(axis=1)).rename("baseline")
+    rest = points[~is_base].copy()
+    if 1 in copies and 2 in copies:
+        aa = (copies[2] / copies[1]).dropna().rename("ratio").reset_index()
+        aa = aa.join(copies[2].rename(value), on=keys).join(np.sqrt(copies[1] * copies[2]).rename("baseline"),
+                                                               on=keys).assign(config=AA)
+    else:
+        aa = pd.DataFrame(columns=[*keys, "config", "ratio", value, "baseline"])
     merged = rest.join(base, on=keys, how="inner")
     merged["ratio"] = merged[value] / merged["baseline"]
     cols = [*keys, "config", "ratio", value, "baseline"]
-    return merged[cols].sort_values([*keys, "config"], kind="stable").reset_index(drop=True)
+    out = pd.concat([merged[cols], aa[cols]], ignore_index=True) if len(aa) else merged[cols]
+    return out.sort_values([*keys, "config"], kind="stable").reset_index(drop=True)
+
+
+def steal_note(points: pd.DataFrame) -> str:
+    """What every claim's note says of the points left out for CPU steal ("" when none was)."""
+    n = int(points.steal_flag.fillna(False).astype(bool).sum()) if "steal_flag" in points else 0
+    return f"{n} point(s) flagged for CPU steal > 20% left out" if n else ""
 
 
 def per_block(ratios: pd.DataFrame) -> pd.DataFrame:
@@ -62,21 +77,14 @@ def per_block(ratios: pd.DataFrame) -> pd.DataFrame:
     return np.exp(logs).unstack("config")
 
 
-def interval(values: Sequence[float] | np.ndarray, seed: int = 0) -> tuple[float, float, float, str]:
-    """(median, low, high, method): order-statistic 95% interval with >= 6 values, else a bootstrap."""
-    x = np.asarray(values, dtype=float)
-    x = x[~np.isnan(x)]
-    if len(x) >= 6 or len(x) < 2:
-        return median_interval(x)
-    rng = np.random.default_rng(seed)
-    meds = np.median(rng.choice(x, size=(BOOTSTRAP_RESAMPLES, len(x)), replace=True), axis=1)
-    lo, hi = np.percentile(meds, [2.5, 97.5])
-    return float(np.median(x)), float(lo), float(hi), "bootstrap"
+def interval(values: Sequence[float] | np.ndarray) -> tuple[float, float, float, str]:
+    """(median, low, high, method) over blocks: ``stats.median_interval``."""
+    return median_interval(values)
 
 
 def interval_method(n: int) -> str:
     """The ``ci_method`` :func:`interval` gives ``n`` values (what a figure's caption says of its bars)."""
-    return "order-statistic" if n >= 6 else "bootstrap" if n >= 2 else "single" if n == 1 else "none"
+    return method_for(n)
 
 
 def noise_floor(aa_ratios: Sequence[float] | np.ndarray) -> float:
@@ -103,83 +111,6 @@ def summarise(ratios: pd.DataFrame, by: Sequence[str] = ("group", "config")) -> 
                    noise_floor=floors.get(gk, overall))
         rows.append(row)
     return pd.DataFrame(rows, columns=[*by, "median", "ci_low", "ci_high", "ci_method", "blocks", "noise_floor"])
-
-
-def verdict(low: float, high: float, median: float, noise: float, *, claim: str = "greater",
-            threshold: float = 1.0, band: float = 0.1) -> str:
-    """The verdict of a claim about a ratio from its interval; see the module doc.
-
-    ``claim``: "greater" (ratio > threshold), "less" (ratio < threshold) or "equal" (within
-    ``max(band, noise)`` of 1). A direction claim (threshold 1) whose median is within the noise floor
-    of 1 is never decided; a claim about a size (threshold 1.5, sqrt(10)) needs its interval to clear it.
-    """
-    if any(math.isnan(v) for v in (low, high, median)):
-        return "not measurable here"
-    noise = 0.0 if math.isnan(noise) else noise
-    beyond_noise = abs(median - 1.0) > noise
-    if claim == "equal":
-        tol = max(band, noise)
-        if low >= 1 - tol and high <= 1 + tol:
-            return "held"
-        if low > 1 + tol or high < 1 - tol:
-            return "did not hold"
-        return "not resolvable here"
-    if claim == "less":  # mirror of greater
-        return verdict(1 / high, 1 / low, 1 / median, noise, claim="greater", threshold=1 / threshold)
-    if claim != "greater":
-        raise ValueError(f"claim must be greater, less or equal, not {claim!r}")
-    decisive = threshold != 1.0 or beyond_noise  # a direction claim (vs 1) must also clear the noise floor
-    if low > threshold and decisive:
-        return "held"
-    if high < threshold and decisive:
-        return "did not hold"
-    return "not resolvable here"
-
-
-@dataclass(frozen=True)
-class Claim:
-    """One claim of an article about a ratio: what is tested, and the published value."""
-
-    text: str
-    published: float
-    claim: str = "greater"
-    threshold: float = 1.0
-    band: float = 0.1
-
-    @property
-    def tested(self) -> str:
-        if self.claim == "equal":
-            return f"ratio within 1 +- max({self.band:g}, noise floor)"
-        return f"ratio {'>' if self.claim == 'greater' else '<'} {self.threshold:g} beyond the noise floor"
-
-
-def comparison_row(claim: Claim, ratios: Sequence[float] | np.ndarray, noise: float, note: str = "",
-                   measurable: bool = True, why_not: str = "") -> dict[str, object]:
-    """A row of ``comparison.csv`` from the claim and the per-block ratios that answer it."""
-    x = np.asarray(ratios, dtype=float)
-    x = x[~np.isnan(x)]
-    med, lo, hi, method = interval(x) if len(x) else (math.nan, math.nan, math.nan, "none")
-    v = verdict(lo, hi, med, noise, claim=claim.claim, threshold=claim.threshold, band=claim.band)
-    if measurable and len(x) and len(x) < MIN_BLOCKS and v in ("held", "did not hold"):
-        v = "not resolvable here"  # two numbers are a range, not an interval
-        note = "; ".join(s for s in (f"{len(x)} block(s): a verdict needs at least {MIN_BLOCKS}", note) if s)
-    if not measurable:
-        v = "not measurable here"
-        note = "; ".join(s for s in (why_not, note) if s)
-    elif not len(x):
-        note = "; ".join(s for s in ("nothing measured for this claim", note) if s)
-    return {"claim": claim.text, "published": round(claim.published, 4), "reproduced": _r(med), "ci_low": _r(lo),
-            "ci_high": _r(hi), "noise_floor": _r(noise), "blocks": int(len(x)), "verdict": v,
-            "tested": claim.tested, "ci_method": method, "note": note}
-
-
-def _r(v: float) -> float:
-    return round(float(v), 4) if not math.isnan(v) else math.nan
-
-
-def comparison_frame(rows: list[dict[str, object]]) -> pd.DataFrame:
-    cols = [*COMPARISON_COLUMNS, "tested", "ci_method", "note"]
-    return pd.DataFrame(rows, columns=cols)
 
 
 def effect_label(row: pd.Series, unit: str = "x") -> str:
@@ -215,24 +146,13 @@ class BlockEffects:
         """A configuration's per-block effects (empty when it was not run)."""
         return self.table[config] if config in self.table else pd.Series(dtype=float)
 
-    def row(self, claim: Claim, config: str, note: str = "", why_not: str = "") -> dict[str, object]:
+    @property
+    def aa(self) -> pd.Series:
+        """The A/A per block (baseline copy 2 / copy 1): what every effect is tested against."""
+        return self[AA]
+
+    def row(self, claim: Claim, config: str, note: str = "", why_not: str = "",
+            machine: Machine | None = None) -> dict[str, object]:
         """The comparison row of a claim about one configuration; "not measurable here" if it was not run."""
         return comparison_row(claim, self[config], self.noise, note, measurable=config in self,
-                              why_not=why_not or f"{config} was not run")
-
-
-def ordering_row(claim: Claim, steps: Mapping[str, Sequence[float] | np.ndarray | pd.Series], noise: float,
-                 where: str = "") -> dict[str, object]:
-    """A claim of an order (a > b > c): each step a ratio per block; the weaker step is shown, and all decide.
-
-    Held only when every step held; did not hold when one did not.
-    """
-    rows = {k: comparison_row(claim, v, noise) for k, v in steps.items()}
-    verdicts = {r["verdict"] for r in rows.values()}
-    weaker = min(rows, key=lambda k: rows[k]["reproduced"] if not pd.isna(rows[k]["reproduced"]) else np.inf)
-    row = dict(rows[weaker])
-    row["verdict"] = ("did not hold" if "did not hold" in verdicts else
-                      "held" if verdicts == {"held"} else "not resolvable here")
-    row["note"] = (f"{where}; " if where else "") + f"the weaker step is shown ({weaker}); " + ", ".join(
-        f"{k}: {r['reproduced']:.3g} [{r['ci_low']:.3g}, {r['ci_high']:.3g}]" for k, r in rows.items())
-    return row
+                              why_not=why_not or f"{config} was not run", aa=self.aa, machine=machine)

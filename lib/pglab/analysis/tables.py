@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from pglab.analysis import effects, figures
+from pglab.analysis import effects, figures, stats
 from pglab.analysis.effects import AA
 from pglab.analysis.stats import median_interval
 from pglab.analysis.window import pgbench_window
@@ -81,25 +81,11 @@ def lines(summary: pd.DataFrame, x: str, order: list[str]) -> pd.DataFrame:
     return wide.reset_index()
 
 
-INTERVAL_WORDS = {"order-statistic": "95% interval of the median over {n} blocks",
-                  "bootstrap": "95% bootstrap interval of the median over {n} blocks",
-                  "range": "range (min to max) of {n} blocks, too few for a 95% interval",
-                  "single": "{n} block, no interval"}
-
-
-def caption(summary: pd.DataFrame, method: str = "ci_method", n: str = "n") -> str:
-    """What the error bars are, in words and from the data: "95% interval of the median over 6 blocks"
-    (``method``: the column naming how each interval was made; ``n``: over how many blocks)."""
-    s = summary[summary[method].isin(list(INTERVAL_WORDS))] if len(summary) else summary
-    if s.empty:
-        return "no interval"
-    parts = []
-    for m in INTERVAL_WORDS:
-        counts = sorted({int(v) for v in s[s[method] == m][n].dropna()})
-        if counts:
-            many = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
-            parts.append(INTERVAL_WORDS[m].format(n=many))
-    return "; ".join(parts)
+def caption(summary: pd.DataFrame, method: str = "ci_method", n: str = "n", unit: str = "blocks") -> str:
+    """What the error bars are, in words and from the data (``stats.interval_caption``): "95% interval of the
+    median over 6 blocks (order statistics)" (``method``: the column naming how each interval was made;
+    ``n``: over how many blocks)."""
+    return stats.interval_caption(summary, unit, method, n) if len(summary) else "no interval"
 
 
 # -- latency and stalls -------------------------------------------------------------------------------

@@ -24,19 +24,13 @@ from typing import Any
 import pandas as pd
 
 from pglab.analysis import placement
+from pglab.analysis.stats import interval_words
 from pglab.app import report_notebook
 from pglab.app.report_notebook import Notebook
 from pglab.studies import STUDIES
 
-#: the verdict table's columns, and how each row's interval is said in words (``ci_method``)
-VERDICT_COLUMNS = ("claim", "article", "reproduced", "noise floor", "verdict", "evidence")
-_INTERVAL_WORDS = {
-    "order-statistic": "95% interval of the median over {n} blocks (order statistics)",
-    "bootstrap": "bootstrap interval over {n} blocks (nominally 95%; with so few blocks it covers less)",
-    "range": "range over {n} blocks",
-    "single": "one block: no interval",
-    "none": "not measured",
-}
+#: the verdict table's columns: the rule and the machine property each verdict rests on sit beside it
+VERDICT_COLUMNS = ("claim", "article", "reproduced", "rule", "verdict", "depends on", "evidence")
 #: each study's question in one sentence: the first line of its report and its row of the index (here, not in
 #: the study's package: every stage of the study imports that, and a collect stage must not re-measure for it)
 QUESTIONS = {
@@ -83,11 +77,6 @@ def _num(value: Any, digits: int = 3) -> str:
     return html.escape(str(value))
 
 
-def interval_words(method: str, blocks: Any) -> str:
-    n = int(blocks) if isinstance(blocks, (int, float)) and not math.isnan(blocks) else 0
-    return _INTERVAL_WORDS.get(str(method), "interval: {method}").format(n=n, method=method)
-
-
 def machine_facts(manifest: dict[str, Any], fsync_ops_s: float | None) -> str:
     """The properties of the hardware a verdict rests on, in words: cores, machines, the disk's flush rate."""
     hosts = manifest.get("hosts", {})
@@ -107,17 +96,31 @@ def verdict_rows(comparison: pd.DataFrame, facts: str) -> list[dict[str, str]]:
     for c in comparison.to_dict("records"):
         interval = (f" [{_num(c.get('ci_low'))}, {_num(c.get('ci_high'))}]"
                     if not pd.isna(c.get("ci_low")) else "")
+        words = interval_words(str(c.get("ci_method", "")), c.get("blocks"))
+        prop = _text(c.get("depends_on"))
+        machine = (f"<b>{html.escape(prop)}</b>: here {html.escape(_text(c.get('here')))}"
+                   + (f"; the article: {html.escape(_text(c.get('article')))}" if _text(c.get("article")) else "")
+                   if prop else html.escape(facts))
+        aa = (f"{_num(c['aa_median'])} [{_num(c.get('aa_low'))}, {_num(c.get('aa_high'))}] over "
+              f"{int(c.get('aa_blocks', 0))} blocks" if not pd.isna(c.get("aa_median", math.nan)) else "")
+        floor = c.get("noise_floor")
+        extra = [f"A/A (baseline / baseline) {aa}" if aa else "",
+                 f"noise floor +-{100 * floor:.0f}% per point" if isinstance(floor, float) and not math.isnan(floor)
+                 else ""]
         rows.append({
             "claim": html.escape(str(c["claim"])),
             "article": _num(c.get("published")),
-            "reproduced": f"{_num(c.get('reproduced'))}{interval}<br><small>"
-                          f"{html.escape(interval_words(c.get('ci_method', ''), c.get('blocks')))}</small>",
-            "noise floor": _num(c.get("noise_floor")),
+            "reproduced": f"{_num(c.get('reproduced'))}{interval}<br><small>{html.escape(words)}</small>",
+            "rule": html.escape(_text(c.get("rule", c.get("tested")))),
             "verdict": html.escape(str(c["verdict"])),
-            "evidence": html.escape("; ".join(str(x) for x in (c.get("tested"), c.get("note"), facts)
-                                              if isinstance(x, str) and x)),
+            "depends on": machine,
+            "evidence": html.escape("; ".join(x for x in (_text(c.get("note")), *extra) if x)),
         })
     return rows
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def _table(rows: list[dict[str, str]], columns: tuple[str, ...], cls: str = "") -> str:
@@ -125,7 +128,7 @@ def _table(rows: list[dict[str, str]], columns: tuple[str, ...], cls: str = "") 
     body = []
     for r in rows:
         tr_cls = _VERDICT_CLASS.get(html.unescape(r.get("verdict", "")), "")
-        cells = "".join(f"<td{' class=num' if c in ('article', 'noise floor') else ''}>{r.get(c, '')}</td>"
+        cells = "".join(f"<td{' class=num' if c == 'article' else ''}>{r.get(c, '')}</td>"
                         for c in columns)
         body.append(f"<tr class=\"{tr_cls}\">{cells}</tr>")
     return f"<table class=\"{cls}\"><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
@@ -161,9 +164,10 @@ def study_html(study: str, nb: Notebook, comparison: pd.DataFrame, manifest: dic
     out = [f"<h1>{html.escape(study)}: {html.escape(nb.title.split(': ', 1)[-1])}</h1>",
            f"<p class=\"question\"><b>The question:</b> {html.escape(asked)}</p>",
            "<h2 id=\"verdicts\">Verdicts</h2>", _table(verdict_rows(comparison, facts), VERDICT_COLUMNS, "verdicts"),
-           "<p class=\"meta\">Each claim is a ratio measured in blocks that run every configuration back to back; "
-           "the verdict comes from the interval and the noise floor (the A/A spread), as the study's docs page "
-           "states.</p>",
+           "<p class=\"meta\">Each claim is a ratio measured in blocks that run every configuration back to back, "
+           "divided within its block by the baseline. The verdict is the rule beside it applied to the 95% interval "
+           "of the median over blocks (no verdict from fewer than 6 blocks, or while baseline / baseline excludes 1); "
+           "the study's docs page states every rule and margin.</p>",
            "<h2 id=\"where\">Where it ran</h2>",
            f"<p>{html.escape(placement.summary(manifest))}</p>",
            "<p class=\"meta\">" + " | ".join(f"{k}: {html.escape(v)}" for k, v in run.items()) + "</p>"]

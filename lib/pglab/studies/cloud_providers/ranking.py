@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from pglab.analysis import effects
-from pglab.analysis.effects import MIN_BLOCKS
+from pglab.analysis import claims, effects
+from pglab.analysis.claims import MIN_BLOCKS
 from pglab.analysis.stats import median_interval
 
 
@@ -91,7 +91,7 @@ def ranking(points: pd.DataFrame, ratios: pd.DataFrame,
                 nxt = order[i + 1]
                 x = _better_ratio(wide, t, nxt, m)
                 med, lo, hi, _ = effects.interval(x) if len(x) else (math.nan,) * 3 + ("none",)
-                v = effects.verdict(lo, hi, med, noise, claim="greater")
+                v = claims.verdict(lo, hi, claims.direction("ahead", 1.0))
                 if len(x) < MIN_BLOCKS:
                     v = "not resolvable here"
                 resolved = v == "held"

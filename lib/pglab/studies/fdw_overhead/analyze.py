@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pglab.analysis import effects, placement, result, tables
-from pglab.analysis.effects import AA, Claim
+from pglab.analysis import claims, effects, placement, result, tables
+from pglab.analysis.effects import AA
 from pglab.analysis.waits import fig_waits, wait_note, wait_shares
 from pglab.analysis.window import pgbench_window
 from pglab.parsers.pgbench import parse_summary
@@ -105,61 +105,68 @@ def _per_block(ratios: pd.DataFrame, kind: str, clients: int | None = None) -> p
 
 
 def compare(ratios: pd.DataFrame, reference_dir: Path, manifest: dict[str, Any], waits: pd.DataFrame,
-            round_trips: pd.DataFrame) -> pd.DataFrame:
-    """Published vs reproduced, one row per claim, each with its interval and verdict.
+            round_trips: pd.DataFrame, steal: str = "") -> pd.DataFrame:
+    """Published vs reproduced, one row per claim, each with its rule, interval and verdict.
 
-    A claim of a size ("about 1.7x slower") holds when the interval lies above the square root of the
-    published factor: nearer it than to no overhead, on a log scale. The RO claims use 1 client, as the
-    article did, when 1 client was measured.
+    "About 1.7x slower" is a claim of a size (``claims.about``); "far above" one of a threshold: nearer
+    the article's factor than no difference, on a log scale. The RO claims use 1 client, as the article
+    did, when 1 client was measured.
     """
     ref = reference(reference_dir)
     ref_f = ref.set_index(["type", "target"]).factor
     rw, ro = _per_block(ratios, "RW"), _per_block(ratios, "RO", clients=1)
     aa = pd.concat([rw.get(AA, pd.Series(dtype=float)), ro.get(AA, pd.Series(dtype=float))])
     noise = effects.noise_floor(aa)
-    tol = max(0.1, 0.0 if math.isnan(noise) else noise)
+    aa = np.exp(np.log(aa).groupby(level=0).mean())  # one A/A per block, as every effect
     rt = _rt_note(round_trips)
+    where = _external_where(manifest)
+    par = manifest.get("parameters", {})
+    src = par.get("source_host") or "local"
+    machine = claims.Machine("where the two instances run", where, "both instances on one machine (ports 5434 and "
+                             "5435)", "FDW_external on another machine (`external_host`)",
+                             differs=placement.separate(manifest, [src], [par.get("external_host") or src]))
+    kw: dict[str, Any] = {"aa": aa, "machine": machine}
     rows = []
-
     pub = {}
-    for kind, table, foreign, about, over in (("RW", rw, FOREIGN_RW, "1.7x", "FDW_local and FDW_external"),
-                                              ("RO", ro, FOREIGN, "7.6x", "the foreign targets")):
+    for kind, table, foreign, about, over in (("RW", rw, FOREIGN_RW, 1.7, "FDW_local and FDW_external"),
+                                              ("RO", ro, FOREIGN, 7.6, "the foreign targets")):
         pub[kind] = float(np.exp(np.log(ref_f.loc[kind].reindex(foreign)).mean()))
         how = f"per block: geometric mean over {over} of tps(local) / tps(target), {kind}" + (
             " at 1 client" if kind == "RO" else "")
-        rows.append(effects.comparison_row(
-            Claim(f"{kind} through postgres_fdw is about {about} slower than local", pub[kind], "greater",
-                  math.sqrt(pub[kind])), _geo(table, foreign), noise,
-            "; ".join(x for x in (how, rt.get(kind, ""), wait_note(_kind(waits, kind), "FDW_local", "local")) if x),
+        rows.append(claims.comparison_row(
+            claims.about(f"{kind} through postgres_fdw is about {about:g}x slower than local", pub[kind], about),
+            _geo(table, foreign), noise,
+            "; ".join(x for x in (how, rt.get(kind, ""), wait_note(_kind(waits, kind), "FDW_local", "local"), steal)
+                      if x),
             measurable=len(table) > 0 and any(c in table for c in foreign),
-            why_not=f"{kind} through a foreign target was not run"))
+            why_not=f"{kind} through a foreign target was not run", **kw))
     both = pd.concat([_geo(ro, FOREIGN_RW).rename("ro"), _geo(rw, FOREIGN_RW).rename("rw")], axis=1).dropna()
     pub_rel = pub["RO"] / pub["RW"]
-    rows.append(effects.comparison_row(
-        Claim("the RO overhead factor is far above the RW factor", pub_rel, "greater", math.sqrt(pub_rel)),
+    rows.append(claims.comparison_row(
+        claims.threshold("the RO overhead factor is far above the RW factor", pub_rel, math.sqrt(pub_rel)),
         both.ro / both.rw if len(both) else [], noise,
-        "per block: RO factor / RW factor (FDW_local and FDW_external, the same block number)",
-        measurable=len(both) > 0, why_not="needs RW and RO through FDW_local or FDW_external"))
+        "per block: RO factor / RW factor (FDW_local and FDW_external, the same block number); far above = "
+        "nearer the article's ratio than 1 on a log scale", measurable=len(both) > 0,
+        why_not="needs RW and RO through FDW_local or FDW_external", **kw))
     ro_all = _per_block(ratios, "RO")
     pub_ro_ext = float(ref_f.loc[("RO", "FDW_external")] / ref_f.loc[("RO", "FDW_ext_ro")])
     ok = {"FDW_ext_ro", "FDW_external"} <= set(ro_all)
-    rows.append(effects.comparison_row(
-        Claim("FDW_ext_ro is no faster than FDW_external", pub_ro_ext, "less", 1 + tol),
+    rows.append(claims.comparison_row(
+        claims.no_worse("FDW_ext_ro is no faster than FDW_external", pub_ro_ext, higher_is_better=False),
         (ro_all["FDW_external"] / ro_all["FDW_ext_ro"]).dropna() if ok else [], noise,
-        f"per block: tps(FDW_ext_ro) / tps(FDW_external), RO; 'no faster' = below 1 + {tol:.2g} "
-        "(10% or the noise floor)", measurable=ok, why_not="needs FDW_ext_ro and FDW_external"))
+        "per block: tps(FDW_ext_ro) / tps(FDW_external), RO", measurable=ok,
+        why_not="needs FDW_ext_ro and FDW_external", **kw))
     per = pd.concat([_per_block(ratios, "RW"), ro_all])
     ok = {"FDW_local", "FDW_external"} <= set(per)
     pub_ext = float(np.exp(np.mean([math.log(ref_f.loc[(w, "FDW_local")] / ref_f.loc[(w, "FDW_external")])
                                     for w in ("RW", "RO")])))
-    where = _external_where(manifest)
-    rows.append(effects.comparison_row(
-        Claim("FDW_external is no slower than FDW_local", pub_ext, "greater", 1 / (1 + tol)),
+    rows.append(claims.comparison_row(
+        claims.no_worse("FDW_external is no slower than FDW_local", pub_ext),
         (per["FDW_local"] / per["FDW_external"]).groupby(level=0).apply(lambda s: float(np.exp(np.log(s).mean())))
         if ok else [], noise,
-        f"per block: tps(FDW_external) / tps(FDW_local), geometric mean over RW and RO; 'no slower' = above "
-        f"1/(1 + {tol:.2g}); {where}", measurable=ok, why_not="needs FDW_local and FDW_external"))
-    return effects.comparison_frame(rows)
+        f"per block: tps(FDW_external) / tps(FDW_local), geometric mean over RW and RO; {where}", measurable=ok,
+        why_not="needs FDW_local and FDW_external", **kw))
+    return claims.comparison_frame(rows)
 
 
 def _kind(waits: pd.DataFrame, kind: str) -> pd.DataFrame:
@@ -259,7 +266,8 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     latency = tables.latency_table(run_dir, points, ["kind", "clients", "variant", "config"]) \
         .rename(columns={"config": "target"})
     rt, rsql = round_trips_table(run_dir), remote_sql_table(run_dir)
-    comparison = compare(ratios[ratios.group.isin(main)], Path(reference_dir), manifest, waits, rt)
+    comparison = compare(ratios[ratios.group.isin(main)], Path(reference_dir), manifest, waits, rt,
+                         effects.steal_note(points))
     checks = json.loads((run_dir / "checks" / "checks.json").read_text()) \
         if (run_dir / "checks" / "checks.json").exists() else {}
     metrics = headline(summary, comparison, manifest, failed, points, rt, checks)

@@ -7,6 +7,7 @@ within a block, summarised over blocks, and shown beside the A/A noise floor (``
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -17,8 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pglab.analysis import effects, placement, result, tables
-from pglab.analysis.effects import AA, BlockEffects, Claim
+from pglab.analysis import claims, effects, hardware, placement, result, tables
+from pglab.analysis.effects import AA, BlockEffects
 from pglab.analysis.waits import fig_waits, wait_note, wait_shares
 from pglab.parsers.fsync import parse_pg_test_fsync
 from pglab.parsers.pgbench import parse_init
@@ -66,39 +67,43 @@ def reads_separated(manifest: dict[str, Any]) -> tuple[bool, str]:
 
 
 def compare(a_ratios: pd.DataFrame, reads: pd.DataFrame, reference_dir: Path, fsync: dict[str, Any] | None,
-            manifest: dict[str, Any], waits: pd.DataFrame) -> pd.DataFrame:
-    """Published vs reproduced, one row per claim of the article, each with its interval and verdict."""
+            manifest: dict[str, Any], waits: pd.DataFrame, steal: str = "") -> pd.DataFrame:
+    """Published vs reproduced, one row per claim of the article, each with its rule, interval and verdict."""
     ref, ref_reads = reference_ratios(reference_dir)
     per_block = BlockEffects.of(a_ratios)  # block x level: geometric mean over client counts
+    disk = hardware.disk_flush(fsync)
     rows = []
-    fs = f"this disk: {fsync['fdatasync_ops_s']:.0f} fdatasync/s" if fsync and fsync.get("fdatasync_ops_s") else ""
-    for level, text, threshold in (("remote_write", "remote_write is about 1.2x on", 1.0),
-                                   ("local", "local is about 1.5x on", 1.0),
-                                   ("off", "off is an order of magnitude faster than on (slow disk)", math.sqrt(10))):
+    how = "per block: geometric mean over client counts of tps(level)/tps(on)"
+    for level, claim in (("remote_write", claims.about("remote_write is about 1.2x on", 0, 1.2)),
+                         ("local", claims.about("local is about 1.5x on", 0, 1.5)),
+                         ("off", claims.threshold("off is an order of magnitude faster than on (slow disk)", 0,
+                                                  math.sqrt(10)))):
         pub = float(ref[ref.synchronous_commit == level].ratio_to_on.median())
-        note = "per block: geometric mean over client counts of tps(level)/tps(on)"
-        why = wait_note(waits, level, "on")
-        rows.append(per_block.row(Claim(text, pub, "greater", threshold), level,
-                                  "; ".join(x for x in (note, why, fs if level == "off" else "") if x)))
-    claim = Claim("on < remote_write < local", 1.0, "greater", 1.0)
+        note = "; ".join(x for x in (how, wait_note(waits, level, "on"), steal) if x)
+        rows.append(per_block.row(dataclasses.replace(claim, published=pub), level, note, machine=disk))
+    claim = claims.direction("on < remote_write < local", 1.0)
     if {"remote_write", "local"} <= set(per_block.table):  # both steps, each per block; the weaker decides
-        rows.append(effects.ordering_row(claim, {
+        rows.append(claims.ordering_row(claim, {
             "remote_write/on": per_block["remote_write"],
-            "local/remote_write": per_block["local"] / per_block["remote_write"]}, per_block.noise))
+            "local/remote_write": per_block["local"] / per_block["remote_write"]}, per_block.noise,
+            aa=per_block.aa, machine=disk))
     else:
-        rows.append(effects.comparison_row(claim, [], per_block.noise, measurable=False,
-                                           why_not="a level was not run"))
+        rows.append(claims.comparison_row(claim, [], per_block.noise, measurable=False,
+                                          why_not="a level was not run"))
     if len(reads):
         pub = float(ref_reads[ref_reads.primary_load == "loaded"].tps.mean()
                     / ref_reads[ref_reads.primary_load == "idle"].tps.mean())
         separated, why = reads_separated(manifest)
-        loaded = reads[reads.config == "loaded"].ratio
-        read_noise = effects.noise_floor(reads[reads.config == AA].ratio)
-        rows.append(effects.comparison_row(
-            Claim("standby read tps does not depend on primary load", pub, "equal", band=0.1), loaded, read_noise,
+        par = manifest.get("parameters", {})
+        apart = hardware.separate_machines(
+            manifest, [par.get("primary_host", "local"), par.get("standby_host", "local")],
+            "a master and a slave, each its own machine", "the standby on a machine of its own (`standby_host`)")
+        rows.append(claims.comparison_row(
+            claims.equivalent("standby read tps does not depend on primary load", pub),
+            reads[reads.config == "loaded"].ratio, effects.noise_floor(reads[reads.config == AA].ratio),
             "per block: standby select-only tps with the primary loaded / idle", measurable=separated,
-            why_not=why))
-    return effects.comparison_frame(rows)
+            why_not=why, aa=reads[reads.config == AA].ratio, machine=apart))
+    return claims.comparison_frame(rows)
 
 
 def fsync_table(fsync: dict[str, Any] | None) -> pd.DataFrame:
@@ -128,7 +133,7 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     waits = wait_shares(run_dir, points, node="primary")
     latency = tables.latency_table(run_dir, points[points.kind == "write"], ["config", "clients"]) \
         .rename(columns={"config": "level"})
-    comparison = compare(ratios, reads, Path(reference_dir), fsync, manifest, waits)
+    comparison = compare(ratios, reads, Path(reference_dir), fsync, manifest, waits, effects.steal_note(points))
     metrics = headline(summary, comparison, fsync, init, manifest, failed, points)
     a = Analysis(run_dir=run_dir, manifest=manifest, points=points, failed=failed, summary=summary, ratios=ratios,
                  comparison=comparison, waits=waits, stalls=tables.stalls_table(points), metrics=metrics,

@@ -1,0 +1,233 @@
+"""An article's claim, the rule that answers it, and the verdict: one place for what every study decides.
+
+Why rules per kind of claim: "local is about 1.5x on" is a claim of a size, "FDW_external is no slower"
+one of non-inferiority, "on < remote_write" one of a direction. Testing them all for direction, or
+with margins that widen with the noise, answered a different question than the article asked.
+
+The effect of a claim is one number per block (a within-block ratio; ``effects``); its 95% interval
+is the distribution-free interval of the median over blocks (``stats``). Verdicts, with [lo, hi]
+that interval:
+
+* ``greater`` (value v): held when lo > v, did not hold when hi < v. A direction claim has v = 1;
+  a threshold claim ("an order of magnitude": v = sqrt(10), nearer 10x than 1x on a log scale) its v.
+* ``less`` (value v): the mirror.
+* ``within`` [a, b]: held when a < lo and hi < b, did not hold when hi < a or lo > b.
+  "About X" is within X / f .. X * f with f = 1 + ``ABOUT`` (narrower for an X near 1: :func:`about`);
+  "no difference", "close to", "tie" within 1 / (1 + m) .. 1 + m with m = ``MARGIN``. The margins are
+  fixed and written in each study's docs page: they never widen with the noise.
+* Otherwise "not resolvable here". No verdict from fewer than ``MIN_BLOCKS`` blocks (the fewest that
+  give a 95% interval), and none while the run's A/A (baseline / baseline, per block) has an interval
+  that excludes 1: the effects are tested against what baseline vs baseline gives, and a design in which
+  the baseline differs from itself cannot tell an effect from its own bias.
+* "not measurable here": the claim needs what the run did not have (separate machines, a level not
+  run, a cloud service); the row says what would answer it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from pglab.analysis.stats import MIN_ORDER_STATISTIC, coverage, median_interval
+
+VERDICTS = ("held", "did not hold", "not resolvable here", "not measurable here")
+COMPARISON_COLUMNS = ["claim", "published", "reproduced", "ci_low", "ci_high", "noise_floor", "blocks", "verdict"]
+EXTRA_COLUMNS = ["rule", "bound_low", "bound_high", "ci_method", "coverage", "aa_median", "aa_low", "aa_high",
+                 "aa_blocks", "depends_on", "here", "article", "note"]
+MIN_BLOCKS = MIN_ORDER_STATISTIC  # 6: the fewest blocks whose interval of the median covers 95%
+MARGIN = 0.10  # "no difference", "close to", "no slower": a 10% difference is the least a DBA would act on
+ABOUT = 0.20  # "about X": X within a factor 1.2 either way (1.5x: 1.25x..1.8x)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of an article about a ratio, and its rule (see the module doc)."""
+
+    text: str
+    published: float
+    rule: str = "greater"  # greater | less | within
+    value: float = 1.0  # greater / less: the bound; within: the lower end
+    upper: float = math.nan  # within: the upper end
+    kind: str = "direction"  # how the rule is said: direction, threshold, size, equivalence, bound, range
+    needs: str = ""  # the machine property its answer depends on (``hardware``)
+
+    @property
+    def tested(self) -> str:
+        """The rule in words, with its numbers: what the report and the docs print beside the verdict."""
+        v, u = f"{self.value:.4g}", f"{self.upper:.4g}"
+        if self.rule == "within":
+            return f"held if the 95% interval lies inside ({v}, {u}) ({self.kind}); did not hold if it lies outside"
+        side, other = ("above", "below") if self.rule == "greater" else ("below", "above")
+        return f"held if the 95% interval lies {side} {v} ({self.kind}); did not hold if it lies {other} it"
+
+    def at(self, text: str) -> Claim:
+        return replace(self, text=text)
+
+
+def direction(text: str, published: float, faster: bool = True, needs: str = "") -> Claim:
+    """The ratio is above 1 (``faster``) or below it."""
+    return Claim(text, published, "greater" if faster else "less", 1.0, kind="direction", needs=needs)
+
+
+def threshold(text: str, published: float, bound: float, above: bool = True, needs: str = "") -> Claim:
+    """The ratio is above (or below) a stated bound: "an order of magnitude", "flat"."""
+    return Claim(text, published, "greater" if above else "less", bound, kind="threshold", needs=needs)
+
+
+def about(text: str, published: float, size: float, tolerance: float = ABOUT, needs: str = "") -> Claim:
+    """The ratio is ``size`` within a factor f either way: f = 1 + ``tolerance``, or less for a size near 1
+    (at most the square root of the size's distance from 1, so that the band never holds "no effect":
+    "about 1.2x" is 1.095x..1.31x, not 1.0x..1.44x)."""
+    f = min(1 + tolerance, math.sqrt(max(size, 1 / size)))
+    return Claim(text, published, "within", size / f, size * f, kind="size", needs=needs)
+
+
+def equivalent(text: str, published: float, margin: float = MARGIN, needs: str = "") -> Claim:
+    """No difference: the ratio within a factor 1 + ``margin`` of 1."""
+    return Claim(text, published, "within", 1 / (1 + margin), 1 + margin, kind="equivalence", needs=needs)
+
+
+def no_worse(text: str, published: float, higher_is_better: bool = True, margin: float = MARGIN,
+             needs: str = "") -> Claim:
+    """Non-inferiority: not lower than 1 / (1 + margin) (or not higher than 1 + margin)."""
+    if higher_is_better:
+        return Claim(text, published, "greater", 1 / (1 + margin), kind="bound", needs=needs)
+    return Claim(text, published, "less", 1 + margin, kind="bound", needs=needs)
+
+
+def within(text: str, published: float, low: float, high: float, needs: str = "") -> Claim:
+    return Claim(text, published, "within", low, high, kind="range", needs=needs)
+
+
+def bounds(claim: Claim) -> tuple[float, float]:
+    """(low, high) of the region the interval must lie strictly inside for "held" (an open side is infinite);
+    "did not hold" when it lies strictly beyond one of them. What comparison.csv records as bound_low/high."""
+    if claim.rule == "greater":
+        return claim.value, math.inf
+    if claim.rule == "less":
+        return -math.inf, claim.value
+    if claim.rule == "within":
+        return claim.value, claim.upper
+    raise ValueError(f"rule must be greater, less or within, not {claim.rule!r}")
+
+
+def verdict(low: float, high: float, claim: Claim) -> str:
+    """The verdict of ``claim`` from the interval [low, high] of its effect (the interval alone decides)."""
+    if math.isnan(low) or math.isnan(high):
+        return "not measurable here"
+    a, b = bounds(claim)
+    if a < low and high < b:
+        return "held"
+    return "did not hold" if high < a or low > b else "not resolvable here"
+
+
+@dataclass(frozen=True)
+class Machine:
+    """The machine property a claim's answer depends on: measured here, and the article's."""
+
+    property: str  # "disk flush rate"
+    here: str  # "4,167 fdatasync/s (pg_test_fsync)"
+    article: str = ""  # "a SATA hard disk: about 120 flushes/s"
+    answer: str = ""  # what would answer the claim where this machine cannot
+    differs: bool = False  # this machine is unlike the article's in a way the claim depends on
+
+
+def aa_check(aa: Sequence[float] | np.ndarray | pd.Series) -> tuple[tuple[float, float, float, int], bool]:
+    """The A/A's (median, low, high, blocks), and whether its 95% interval excludes 1 (then no verdict)."""
+    x = np.asarray(aa, dtype=float)
+    x = x[~np.isnan(x)]
+    med, lo, hi, method = median_interval(x)
+    lo, hi = _r(lo), _r(hi)
+    return (_r(med), lo, hi, len(x)), method == "order-statistic" and (lo > 1 or hi < 1)
+
+
+def comparison_row(claim: Claim, ratios: Sequence[float] | np.ndarray | pd.Series, noise: float = math.nan,
+                   note: str = "", measurable: bool = True, why_not: str = "", *,
+                   aa: Sequence[float] | np.ndarray | pd.Series = (), machine: Machine | None = None
+                   ) -> dict[str, object]:
+    """A row of ``comparison.csv``: the claim, its effect per block summarised, the rule and the verdict."""
+    x = np.asarray(ratios, dtype=float)
+    x = x[~np.isnan(x)]
+    med, lo, hi, method = median_interval(x)
+    med, lo, hi = _r(med), _r(lo), _r(hi)  # decided on the numbers comparison.csv shows, so it can be recomputed
+    v = verdict(lo, hi, claim) if len(x) >= 2 else "not resolvable here" if len(x) else "not measurable here"
+    (aa_med, aa_lo, aa_hi, aa_n), biased = aa_check(aa)
+    notes = [note]
+    if measurable and len(x) and v in ("held", "did not hold"):
+        if len(x) < MIN_BLOCKS:
+            v = "not resolvable here"
+            notes.insert(0, f"{len(x)} blocks: a verdict needs {MIN_BLOCKS}, the fewest that give a 95% interval")
+        elif biased:
+            v = "not resolvable here"
+            notes.insert(0, f"baseline / baseline (A/A) is {aa_med:.3g} [{aa_lo:.3g}, {aa_hi:.3g}]: its interval "
+                         "excludes 1, so the design is biased")
+    if not measurable:
+        v = "not measurable here"
+        notes.insert(0, why_not)
+        if machine and machine.answer:
+            notes.insert(1, f"answered by {machine.answer}")
+    elif not len(x):
+        notes.insert(0, "nothing measured for this claim")
+    elif v == "did not hold" and machine and machine.differs:
+        notes.insert(0, f"this machine differs from the article's: {machine.here} here, {machine.article}"
+                     + (f"; answered by {machine.answer}" if machine.answer else ""))
+    low, high = bounds(claim)
+    return {"claim": claim.text, "published": _r(claim.published), "reproduced": med, "ci_low": lo,
+            "ci_high": hi, "noise_floor": _r(noise), "blocks": int(len(x)), "verdict": v, "rule": claim.tested,
+            "bound_low": _r(low) if math.isfinite(low) else math.nan,
+            "bound_high": _r(high) if math.isfinite(high) else math.nan, "ci_method": method,
+            "coverage": _r(coverage(method, len(x))), "aa_median": aa_med, "aa_low": aa_lo, "aa_high": aa_hi,
+            "aa_blocks": aa_n, "depends_on": machine.property if machine else "",
+            "here": machine.here if machine else "", "article": machine.article if machine else "",
+            "note": "; ".join(s for s in notes if s)}
+
+
+def _r(v: float) -> float:
+    return round(float(v), 4) if not pd.isna(v) else math.nan
+
+
+def comparison_frame(rows: list[dict[str, object]]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=[*COMPARISON_COLUMNS, *EXTRA_COLUMNS])
+
+
+def ordering_row(claim: Claim, steps: Mapping[str, Sequence[float] | np.ndarray | pd.Series], noise: float = math.nan,
+                 where: str = "", **kw: object) -> dict[str, object]:
+    """A claim of an order (a > b > c): each step a direction per block; the weaker step is shown.
+
+    Held only when every step held; did not hold when one did not.
+    """
+    rows = {k: comparison_row(claim, v, noise, **kw) for k, v in steps.items()}  # type: ignore[arg-type]
+    verdicts = {r["verdict"] for r in rows.values()}
+    weaker = min(rows, key=lambda k: rows[k]["reproduced"] if not pd.isna(rows[k]["reproduced"]) else np.inf)
+    row = dict(rows[weaker])
+    row["verdict"] = ("did not hold" if "did not hold" in verdicts else
+                      "held" if verdicts == {"held"} else "not resolvable here")
+    steps_words = ", ".join(f"{k}: {r['reproduced']:.3g} [{r['ci_low']:.3g}, {r['ci_high']:.3g}] {r['verdict']}"
+                            for k, r in rows.items())
+    row["rule"] = "held if every step holds (each: " + claim.tested + "); did not hold if one step does not"
+    row["note"] = "; ".join(s for s in (where, f"the weaker step is shown ({weaker})", steps_words,
+                                        str(rows[weaker]["note"])) if s)
+    return row
+
+
+def verdict_line(row: Mapping[str, object]) -> str:
+    """One claim of comparison.csv in markdown, as the notebooks and docs pages list it: the verdict, the
+    numbers, the rule and the machine property beside it, then the note."""
+    from pglab.analysis.stats import interval_words
+
+    def num(v: object) -> str:
+        return "-" if v is None or pd.isna(v) else f"{float(v):.3g}"  # type: ignore[arg-type]
+
+    shown = "" if pd.isna(row.get("reproduced")) else (
+        f"reproduced {num(row['reproduced'])} [{num(row.get('ci_low'))}, {num(row.get('ci_high'))}] "
+        f"({interval_words(str(row.get('ci_method')), row.get('blocks'))}); ")  # type: ignore[arg-type]
+    prop = row.get("depends_on")
+    machine = (f" Depends on the {prop}: here {row.get('here')}; the article: {row.get('article') or 'not given'}."
+               if isinstance(prop, str) and prop else "")
+    note = row.get("note")
+    return (f"- **{row['claim']}**: *{row['verdict']}*. Article {num(row.get('published'))}; {shown}"
+            f"rule: {row.get('rule')}.{machine}" + (f" ({note})" if isinstance(note, str) and note else ""))
