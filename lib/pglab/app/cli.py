@@ -1,4 +1,4 @@
-"""``pglab``: collect, analyze, parse, check, cleanup, lab.
+"""``pglab``: collect, analyze, compare, spread, parse, check, cleanup, lab.
 
 User errors (bad parameters, a file that is not tool output) exit 2 with one message and no
 traceback; process errors exit 1 and say which command failed.
@@ -15,6 +15,21 @@ from pathlib import Path
 from pglab.app import exits
 from pglab.app.collect import add_arguments, collect, load_params
 from pglab.errors import PglabError, UserError
+
+
+def cmd_collect(a: argparse.Namespace) -> int:
+    """One run (``pglab.app.collect``), or with ``--repeat N`` N whole runs and their spread (``pglab.app.repeat``)."""
+    if a.repeat is None:
+        return collect(a)
+    from pglab.app.repeat import collect_repeated
+
+    return collect_repeated(a)
+
+
+def cmd_spread(a: argparse.Namespace) -> int:
+    from pglab.app.spread import cmd_spread as spread
+
+    return spread(a)
 
 
 def cmd_analyze(a: argparse.Namespace) -> int:
@@ -163,7 +178,11 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("collect", help="run a study's measurements into data/runs/<study>/<run-id>/ "
                                        "(kept for good) and copy the run to data/raw/<study>/ (the pipeline's)")
     add_arguments(c)
-    c.set_defaults(func=collect)
+    c.add_argument("--repeat", type=int, metavar="N", help="the whole run N times, one after the other, each "
+                   "analysed into data/repeats/<study>/<first-run-id>/<run-id>/, and their run-to-run spread "
+                   "(spread.csv there); the last complete run is published")
+    c.add_argument("--reference", default="data/reference", help="published numbers (with --repeat)")
+    c.set_defaults(func=cmd_collect)
     z = sub.add_parser("analyze", help="derived tables, metrics and figures from a raw run")
     z.add_argument("study", choices=STUDIES)
     z.add_argument("--run", help="raw run folder (default: data/raw/<study>, else the newest complete archived run)")
@@ -180,6 +199,16 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--data-root", default="data")
     v.add_argument("--reference", default="data/reference")
     v.set_defaults(func=cmd_compare)
+    s = sub.add_parser("spread", help="the run-to-run spread of existing runs of one study: each analysed, "
+                                      "one row per claim with each run's reproduced value and verdict")
+    s.add_argument("study", choices=STUDIES)
+    s.add_argument("runs", nargs="+", metavar="RUN", help="a run folder, or a run id under data/runs/<study>/")
+    s.add_argument("--out", help="where the analyses and spread.csv go (default "
+                                 "data/repeats/<study>/<first run's id>)")
+    s.add_argument("--allow-mixed", action="store_true", help="runs that `pglab compare` would refuse to compare")
+    s.add_argument("--data-root", default="data")
+    s.add_argument("--reference", default="data/reference")
+    s.set_defaults(func=cmd_spread)
     p = sub.add_parser("parse", help="parse pgbench / sysbench output files into JSON")
     p.add_argument("files", nargs="+")
     p.set_defaults(func=cmd_parse)
