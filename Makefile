@@ -4,12 +4,17 @@ export PATH := $(CURDIR)/.venv/bin:$(PATH)
 # pytest-xdist workers: most server tests wait on the clock (pgbench -T), so 4 fit on 2 cores (6 measured slower: 25 min, every test CPU-starved)
 TEST_WORKERS ?= 4
 
-.PHONY: repro test bench setup lock lint lab clean-leftovers
+.PHONY: repro test bench setup lock lint lab clean-leftovers docs
 
 ## make repro: every study at its default profile on this machine, figures at the end
 repro: setup
 	dvc repro --force
 	@python -m pglab.app.summary
+	@python -m pglab.app.docs_verdicts
+
+## make docs: each study's docs page gets the verdicts of the run in data/ (after `dvc pull` or `make repro`)
+docs: setup
+	python -m pglab.app.docs_verdicts
 
 ## make test: unit, integration (real servers, real sshd), nbval on the notebooks
 test: setup

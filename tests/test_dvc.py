@@ -322,3 +322,26 @@ def test_every_shipped_report_opens_offline_with_its_verdicts_first(pulled: Path
     for study in STUDIES:
         run = json.loads((pulled / f"data/raw/{study}/manifest.json").read_text())["run_id"]
         assert f'href="{study}.html"' in index.dom and run in index.dom, study
+
+
+def test_every_shipped_verdict_follows_its_stated_rule_and_the_docs_show_it(pulled: Path) -> None:
+    """What a reader does to trust a verdict without pglab's code: recompute it from comparison.csv's own
+    columns (tests/verdicts.py); and each study's docs page shows exactly those verdicts (generated)."""
+    from pglab.app import docs_verdicts
+    from verdicts import mismatches
+
+    for study in STUDIES:
+        comparison = pd.read_csv(pulled / f"data/derived/{study}/comparison.csv")
+        assert len(comparison) and mismatches(comparison) == [], study
+        assert comparison.rule.notna().all() and comparison.depends_on.notna().all(), study
+    assert docs_verdicts.stale(pulled) == []
+    page = (pulled / "docs" / "synchronous_commit.md").read_text()
+    run = json.loads((pulled / "data/raw/synchronous_commit/manifest.json").read_text())["run_id"]
+    assert f"Run `{run}`" in page
+    # and the check could fail: a page showing another verdict is stale
+    (pulled / "docs" / "fdw_overhead.md").write_text(
+        (pulled / "docs" / "fdw_overhead.md").read_text().replace("*held*", "*did not hold*", 1))
+    try:
+        assert docs_verdicts.stale(pulled) == ["docs/fdw_overhead.md"]
+    finally:
+        sh(pulled, "git", "checkout", "--", "docs/fdw_overhead.md")

@@ -9,6 +9,7 @@ blocks and the noise floor the same way.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -134,30 +135,45 @@ def ratio_panel(ax: plt.Axes, summary: pd.DataFrame, configs: list[str], palette
 
 def fig_comparison(comparison: pd.DataFrame, out: Path, title: str, name: str = "published_vs_reproduced") \
         -> list[Path]:
-    """Each claim: the published ratio, the reproduced median with its interval, the noise band, the verdict."""
+    """Each claim: where its rule wants the interval (green), the published ratio, the reproduced median with its
+    interval, the verdict. An interval end at or below 0 (a position, not a ratio) is drawn to the left edge
+    with an arrow and its value, never clipped silently by the log axis."""
     c = comparison.reset_index(drop=True)
     fig, ax = plt.subplots(figsize=(9, 1.0 + 0.75 * len(c)))
     y = np.arange(len(c))
     ok = c.reproduced.notna()
-    ax.errorbar(c.reproduced[ok], y[ok], xerr=[(c.reproduced - c.ci_low)[ok], (c.ci_high - c.reproduced)[ok]],
+    cols = [c[k] for k in ("published", "reproduced", "ci_low", "ci_high", "bound_low", "bound_high") if k in c]
+    seen = pd.concat(cols).astype(float) if cols else pd.Series([1.0])
+    seen = seen[(seen > 0) & np.isfinite(seen)]
+    left, right = float(min(seen.min(), 1.0)) / 1.3, float(max(seen.max(), 1.0)) * 1.3
+    low = c.ci_low.where(c.ci_low > left, left)
+    ax.errorbar(c.reproduced[ok], y[ok], xerr=[(c.reproduced - low)[ok], (c.ci_high - c.reproduced)[ok]],
                 fmt="o", color="tab:blue", capsize=4,
                 label=f"reproduced: median and {caption(c[ok], n='blocks')}" if ok.any() else "reproduced")
     ax.scatter(c.published, y, marker="s", color="tab:orange", zorder=3, label="published")
     for i, row in c.iterrows():
-        nf = row.noise_floor
-        if not pd.isna(nf):
-            ax.fill_between([1 - nf, 1 + nf], i - 0.3, i + 0.3, color="grey", alpha=0.2, lw=0)
+        a = row.get("bound_low", math.nan)
+        b = row.get("bound_high", math.nan)
+        if not (pd.isna(a) and pd.isna(b)):
+            ax.fill_between([left if pd.isna(a) else a, right if pd.isna(b) else b], i - 0.3, i + 0.3,
+                            color="tab:green", alpha=0.15, lw=0, label="held if the interval lies here" if i == 0
+                            else None)
+        if ok[i] and row.ci_low <= left:
+            ax.plot([left], [i], marker="<", color="tab:blue", ms=7)
+            ax.annotate(f"to {row.ci_low:.2g}", (left, i), xytext=(4, 6), textcoords="offset points", fontsize=7,
+                        color="tab:blue")
         n = int(row.blocks)
         ax.text(1.01, i, f"{row.verdict} ({n} block{'s' if n != 1 else ''})", transform=ax.get_yaxis_transform(),
                 va="center", fontsize=8)
     ax.set_yticks(y, [wrap(t) for t in c.claim], fontsize=8)
     ax.invert_yaxis()
     ax.set_xscale("log")
+    ax.set_xlim(left, right)
     figures.plain_log(ax.xaxis)
     ax.axvline(1.0, color="grey", lw=0.8)
-    ax.set_xlabel("ratio (log scale); grey band: A/A noise floor around 1")
+    ax.set_xlabel("ratio (log scale); green: where the claim's rule wants the interval for held")
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7, loc="lower left", bbox_to_anchor=(0, 1.08), ncol=2)
+    ax.legend(fontsize=7, loc="lower left", bbox_to_anchor=(0, 1.08), ncol=3)
     return figures.save(fig, out, name)
 
 
