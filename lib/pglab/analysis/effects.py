@@ -124,10 +124,11 @@ def effect_label(row: pd.Series, unit: str = "x") -> str:
 
 @dataclass(frozen=True)
 class BlockEffects:
-    """One effect per block and configuration, and the noise floor its claims are judged against.
+    """One effect per block and configuration, the A/A each effect is tested against, and the noise floor
+    reported beside it.
 
     The chain every study runs: within-block ratios, one number per block (``per_block``), the A/A
-    column's noise floor, then a comparison row per claim.
+    column, then a comparison row per claim (``claims``).
     """
 
     table: pd.DataFrame  # block x configuration

@@ -173,7 +173,7 @@ def fig_comparison(comparison: pd.DataFrame, out: Path, title: str, name: str = 
     ax.axvline(1.0, color="grey", lw=0.8)
     ax.set_xlabel("ratio (log scale); green: where the claim's rule wants the interval for held")
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7, loc="lower left", bbox_to_anchor=(0, 1.08), ncol=3)
+    ax.legend(fontsize=7, loc="lower left", bbox_to_anchor=(0, 1.08), ncol=2)
     return figures.save(fig, out, name)
 
 

@@ -38,7 +38,7 @@ METRICS = (Metric("pgbench_tps", "pgbench", "tps", True, "tps", "pgbench steady-
 
 
 def metric_ratios(points: pd.DataFrame, baseline: str) -> pd.DataFrame:
-    """Per block, metric and target: value / the block's first baseline (the second baseline is A/A)."""
+    """Per block, metric and target: value / the block's baseline (both copies; copy 2 / copy 1 is the A/A)."""
     frames = []
     for m in METRICS:
         sub = points[(points.kind == m.kind)].dropna(subset=[m.column]) if m.column in points else points.iloc[:0]
@@ -53,10 +53,12 @@ def metric_ratios(points: pd.DataFrame, baseline: str) -> pd.DataFrame:
 
 
 def block_values(points: pd.DataFrame, m: Metric) -> pd.DataFrame:
-    """block x target of one metric (first copies)."""
+    """block x target of one metric (first copies; steal-flagged points left out, as in every ratio)."""
     if m.column not in points:
         return pd.DataFrame()
     sub = points[(points.kind == m.kind) & (points["copy"] == 1)].dropna(subset=[m.column])
+    if "steal_flag" in sub:
+        sub = sub[~sub.steal_flag.fillna(False).astype(bool)]
     return sub.pivot_table(index="block", columns="config", values=m.column, aggfunc="first")
 
 

@@ -64,8 +64,8 @@ def fig_rows(points: pd.DataFrame, summary: pd.DataFrame, out: Path) -> list[Pat
         _mode_ticks(ax2, order)
         ax2.set_ylim(0, max(1.3, float(r.ci_high.max()) + 0.1) if len(r) else 1.3)
         ax2.set_ylabel("rows/s / rows/s(none), per block")
-        ax2.set_title(f"{lay}: ratio to no replication, median and\n{tables.caption(r, n='blocks')} "
-                      "(grey: A/A noise floor)", fontsize=10)
+        ax2.set_title(f"{lay}: ratio to no replication, median and\n"
+                      + tables.wrap(f"{tables.caption(r, n='blocks')} (grey: A/A noise floor)", 48), fontsize=10)
     fig.suptitle("Time-series inserts (TSBS cpu-only) by replication mode")
     return figures.save(fig, out, "rows_by_mode")
 
@@ -114,7 +114,8 @@ def fig_reads(reads: pd.DataFrame, manifest: dict[str, Any], out: Path) -> list[
     ax.set_xlabel("nodes serving reads (primary + standbys)")
     ax.set_ylabel("read throughput, all nodes (queries/s, log)")
     kinds = pd.DataFrame({"ci_method": [effects.interval_method(int(n)) for n in r.points], "n": r.points})
-    ax.set_title(f"Read throughput by node count\n(median and {tables.caption(kinds)})", fontsize=10)
+    ax.set_title("Read throughput by node count\n" + tables.wrap(f"(median and {tables.caption(kinds)})", 44),
+                 fontsize=10)
     figures.plain_log(ax.yaxis)  # one legend, the right panel's, names the lines of both
     ax2.plot(nodes, nodes, color="grey", ls=":", lw=1, label="linear")
     pub = [(n, v) for n, v in ((3, 2.5), (5, 4.8)) if n in nodes]
