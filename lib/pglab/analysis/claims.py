@@ -226,7 +226,7 @@ def verdict_line(row: Mapping[str, object]) -> str:
         f"reproduced {num(row['reproduced'])} [{num(row.get('ci_low'))}, {num(row.get('ci_high'))}] "
         f"({interval_words(str(row.get('ci_method')), row.get('blocks'))}); ")  # type: ignore[arg-type]
     prop = row.get("depends_on")
-    machine = (f" Depends on the {prop}: here {row.get('here')}; the article: {row.get('article') or 'not given'}."
+    machine = (f" Depends on: {prop}; here {row.get('here')}; the article: {row.get('article') or 'not given'}."
                if isinstance(prop, str) and prop else "")
     note = row.get("note")
     return (f"- **{row['claim']}**: *{row['verdict']}*. Article {num(row.get('published'))}; {shown}"
