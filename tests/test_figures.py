@@ -181,3 +181,35 @@ def test_every_wait_class_has_a_colour_of_its_own() -> None:
     assert wait_class("NewType:Thing") == "other"
     assert wait_hatches(["LWLock:BufferContent", "CPU", "LWLock:WALWrite"]) == {
         "LWLock:BufferContent": "", "CPU": "", "LWLock:WALWrite": "//"}
+
+
+def test_steal_flagged_points_are_marked_and_left_out_of_the_summary(tmp_path: Path) -> None:
+    """A point flagged for CPU steal is drawn with a cross (and a legend entry), and left out of the absolute
+    tps summary as of every ratio: the figure shows what the numbers do not use."""
+    import pandas as pd
+    from pglab.analysis import tables
+    from pglab.studies.synchronous_commit import figures as sc_figures
+
+    pulled_runs("synchronous_commit")
+    points = pd.read_csv(REPO / "data" / "derived" / "synchronous_commit" / "points.csv")
+    if "level" not in points:
+        points["level"] = points.config
+    writes = points[points.kind == "write"].copy()
+    flagged = writes[(writes.config == "off") & (writes["copy"] == 1)].index[:2]
+    writes["steal_flag"] = False
+    writes.loc[flagged, "steal_flag"] = True
+    summary = tables.tps_summary(writes, ["clients", "config"]).rename(columns={"config": "level"})
+    clean = tables.tps_summary(writes.drop(index=flagged), ["clients", "config"]).rename(columns={"config": "level"})
+    pd.testing.assert_frame_equal(summary, clean)
+    drawn: list[plt.Figure] = []
+    real_save = figures.save
+    figures.save = lambda fig, out, name: drawn.append(fig) or []  # type: ignore[assignment]
+    try:
+        sc_figures.fig_tps_by_clients(summary, writes, tmp_path)
+    finally:
+        figures.save = real_save
+    ax = drawn[0].axes[0]
+    crosses = [c for c in ax.collections if c.get_label() == figures.STEAL_LABEL]
+    assert len(crosses) == 1 and len(crosses[0].get_offsets()) == 2
+    assert figures.STEAL_LABEL in [t.get_text() for t in ax.get_legend().get_texts()]
+    plt.close("all")

@@ -12,6 +12,7 @@ import matplotlib
 if not matplotlib.get_backend().lower().startswith("module://"):  # keep Jupyter's inline backend
     matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from pglab.analysis.effects import AA  # noqa: E402
@@ -64,6 +65,20 @@ def plain_log(axis: Any) -> None:
 
     axis.set_major_formatter(Plain())
     axis.set_minor_formatter(Plain(labelOnlyBase=False))
+
+
+STEAL_LABEL = "CPU steal > 20%: left out"
+
+
+def mark_steal(ax: Any, x: Sequence[float] | Any, y: Sequence[float] | Any, flagged: Sequence[bool] | Any) -> None:
+    """A black cross over every point flagged for CPU steal: drawn, so a reader sees it, and left out of every
+    ratio and summary (``effects.block_ratios``); one legend entry per panel."""
+    f = np.asarray(flagged, dtype=bool)
+    if not f.any():
+        return
+    seen = STEAL_LABEL in ax.get_legend_handles_labels()[1]
+    ax.scatter(np.asarray(x, dtype=float)[f], np.asarray(y, dtype=float)[f], marker="x", color="black", s=36,
+               zorder=5, label=None if seen else STEAL_LABEL)
 
 
 def outside_legend(ax: Any, *args: Any, **kw: Any) -> Any:

@@ -65,8 +65,11 @@ def points_table(run_dir: Path, values: PointValues = pgbench_window,
 
 
 def tps_summary(points: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
-    """Absolute tps per group: median and interval over the points (first baseline copy only)."""
+    """Absolute tps per group: median and interval over the points (first baseline copy only; points flagged for
+    CPU steal left out, as from every ratio)."""
     rows = []
+    if "steal_flag" in points:
+        points = points[~points.steal_flag.fillna(False).astype(bool)]
     for key, g in points[points["copy"] == 1].groupby(list(by), sort=True):
         med, lo, hi, method = median_interval(g.tps.dropna().to_numpy())
         rows.append({**dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True)), "tps_median": med,

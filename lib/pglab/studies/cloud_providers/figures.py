@@ -69,8 +69,10 @@ def fig_tps_over_time(timeseries: pd.DataFrame, stalls: pd.DataFrame, order: lis
 def _dots(ax: plt.Axes, pts: pd.DataFrame, col: str, order: list[str], pal: dict[str, Any]) -> None:
     ts = [t for t in order if t in set(pts.config)]
     for i, t in enumerate(ts):
-        v = pd.to_numeric(pts[pts.config == t][col], errors="coerce").dropna()
+        mine = pts[pts.config == t]
+        v = pd.to_numeric(mine[col], errors="coerce").dropna()
         ax.scatter([i] * len(v), v, color=pal[t], alpha=0.6, s=18)
+        figures.mark_steal(ax, [i] * len(v), v, mine.loc[v.index].get("steal_flag", False))
         med, lo, hi, _ = median_interval(v.to_numpy(dtype=float))
         if not math.isnan(med):
             ax.errorbar([i + 0.15], [med], yerr=[[med - lo], [hi - med]], color="black", marker="_", capsize=4)

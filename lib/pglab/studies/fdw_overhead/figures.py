@@ -34,6 +34,7 @@ def fig_tps(points: pd.DataFrame, summary: pd.DataFrame, out: Path) -> list[Path
         order = [t for t in targets if t in set(p.config)]
         sns.stripplot(data=p, x="config", y="tps", order=order, hue="config", palette=PALETTE, ax=ax, jitter=False,
                       size=4, alpha=0.6, legend=False)
+        figures.mark_steal(ax, [order.index(c) for c in p.config], p.tps, p.get("steal_flag", False))
         s = summary[(summary.group == g)].set_index("target")
         for i, t in enumerate(order):
             if t in s.index and not pd.isna(s.loc[t, "tps_median"]):

@@ -36,7 +36,9 @@ def _lines(ax: plt.Axes, metric_summary: pd.DataFrame, points: pd.DataFrame, met
                     marker="o", capsize=3, **kw)
         if dots:
             p = points[(points.config == s) & (points["copy"] == 1)]
-            ax.scatter([pos[int(c)] + off for c in p.clients], p[metric], color=PALETTE[s], s=8, alpha=0.35)
+            px = [pos[int(c)] + off for c in p.clients]
+            ax.scatter(px, p[metric], color=PALETTE[s], s=8, alpha=0.35)
+            figures.mark_steal(ax, px, p[metric], p.get("steal_flag", False))
     ax.set_xticks(range(len(counts)), [str(c) for c in counts])
 
 

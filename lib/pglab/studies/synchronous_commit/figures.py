@@ -31,8 +31,9 @@ def fig_tps_by_clients(summary: pd.DataFrame, points: pd.DataFrame, out: Path) -
         ax.errorbar(x, g.tps_median, yerr=[g.tps_median - g.tps_low, g.tps_high - g.tps_median], label=lvl,
                     color=PALETTE[lvl], marker="o", capsize=3)
         p = pts[pts.config == lvl]
-        ax.scatter([pos[int(c)] + (k - len(levels) / 2) * 0.05 for c in p.clients], p.tps, color=PALETTE[lvl], s=8,
-                   alpha=0.35)
+        px = [pos[int(c)] + (k - len(levels) / 2) * 0.05 for c in p.clients]
+        ax.scatter(px, p.tps, color=PALETTE[lvl], s=8, alpha=0.35)
+        figures.mark_steal(ax, px, p.tps, p.get("steal_flag", False))
     ax.set_xticks(range(len(counts)), [str(c) for c in counts])
     ax.set_yscale("log")
     figures.plain_log(ax.yaxis)
