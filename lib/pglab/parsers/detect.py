@@ -26,11 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from pglab.errors import ParseError
-from pglab.parsers import pgbench as pgbench_output
-from pglab.parsers import sysbench as sysbench_output
-from pglab.parsers.aggregate_log import parse_aggregate_log
 from pglab.parsers.txlog import parse_transaction_log, parse_transaction_log_file
-from pglab.userfiles import SNIFF_BYTES
 
 #: What detect_and_parse can recognise, named in every "unrecognised file" error.
 EXPECTED_FORMATS = (
@@ -109,6 +105,14 @@ def _streamed_log(head: bytes, whole: bool) -> bool:
     return _tokens_kind(_first_tokens(lines if whole else lines[:-1])) == "pgbench_log"
 
 
+def _binary(head: bytes) -> bool:
+    """Whether a NUL byte of ``head`` makes the file binary, as for a user's file (imported only then: its
+    module loads yaml, 15 ms of a ``pglab parse`` of a big log)."""
+    from pglab.userfiles import SNIFF_BYTES
+
+    return b"\0" in head[:SNIFF_BYTES]
+
+
 def _parsed(path: Path, kind: str, parser: Callable[[], dict[str, Any]], extra: dict[str, Any]) -> dict[str, Any]:
     try:
         result = parser()
@@ -130,7 +134,7 @@ def detect_and_parse(path: str | Path) -> dict[str, Any]:
     try:
         with path.open("rb") as f:
             head = f.read(HEAD_BYTES)
-            if b"\0" in head[:SNIFF_BYTES]:
+            if b"\0" in head and _binary(head):
                 raise _unrecognised(path, "it is a binary file (every known format is text)")
             streamed = stat.S_ISREG(os.fstat(f.fileno()).st_mode) and _streamed_log(head, len(head) < HEAD_BYTES)
             text = "" if streamed else _as_text(head + f.read())
@@ -140,6 +144,10 @@ def detect_and_parse(path: str | Path) -> dict[str, Any]:
         return _parsed(path, "pgbench_log", lambda: parse_transaction_log_file(path), {})
     if not text.strip():
         raise _unrecognised(path, "the file is empty")
+
+    from pglab.parsers import pgbench as pgbench_output
+    from pglab.parsers import sysbench as sysbench_output
+    from pglab.parsers.aggregate_log import parse_aggregate_log
 
     parser: Callable[[], dict[str, Any]]
     extra: dict[str, Any] = {}
