@@ -57,3 +57,16 @@ def network(round_trip_ms: float | None, article: str) -> Machine:
     here = f"{round_trip_ms:.3g} ms round trip" if round_trip_ms is not None else "not measured"
     return Machine("network round trip", here, article,
                    "the foreign server on another machine (`external_host`), to see the round trip's cost")
+
+
+def instances(where: str, apart: bool) -> Machine:
+    """Where postgres_fdw's two instances ran: the article had both on one machine (no network between them)."""
+    return Machine("where the two instances run", where, "both instances on one machine (ports 5434 and 5435)",
+                   "FDW_external on another machine (`external_host`)", differs=apart)
+
+
+def services(have: str, missing: bool) -> Machine:
+    """The database services a ranking compares: the article's are managed services in the cloud."""
+    return Machine("the services compared", have or "no target", "Aurora, RDS and Cloud SQL (AWS and Google Cloud)",
+                   "targets of those providers in the params file (docs/cloud_providers.md: pointing it at a "
+                   "managed service)", differs=missing)

@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from pglab.analysis import claims, effects, figures, result, tables
+from pglab.analysis import claims, effects, figures, hardware, result, tables
 from pglab.analysis.effects import AA
 from pglab.analysis.stats import median_interval
 from pglab.analysis.waits import fig_waits, wait_shares
@@ -168,9 +168,7 @@ def compare(points: pd.DataFrame, ratios: pd.DataFrame, manifest: dict[str, Any]
         x = ahead_of_best(points, by[metric], prov[one], [prov[o] for o in others]) if not missing else []
         aa = ratios[(ratios.metric == metric) & (ratios.config == AA)].ratio if len(ratios) else []
         claim = (claims.equivalent(text, math.nan) if kind == "equal" else claims.direction(text, math.nan))
-        services = claims.Machine("the services compared", have or "no target", "Aurora, RDS and Cloud SQL (AWS and "
-                                  "Google Cloud, 2017)", "targets of those providers in the params file "
-                                  "(docs/cloud_providers.md: pointing it at a managed service)", differs=bool(missing))
+        services = hardware.services(have, bool(missing))
         rows.append(claims.comparison_row(claim, x, effects.noise_floor(aa), "; ".join(s for s in (note, steal) if s),
                                           measurable=not missing, why_not=why, machine=services, aa=aa))
     return claims.comparison_frame(rows)

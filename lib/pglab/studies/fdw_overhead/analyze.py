@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pglab.analysis import claims, effects, placement, result, tables
+from pglab.analysis import claims, effects, hardware, placement, result, tables
 from pglab.analysis.effects import AA
 from pglab.analysis.waits import fig_waits, wait_note, wait_shares
 from pglab.analysis.window import pgbench_window
@@ -122,9 +122,7 @@ def compare(ratios: pd.DataFrame, reference_dir: Path, manifest: dict[str, Any],
     where = _external_where(manifest)
     par = manifest.get("parameters", {})
     src = par.get("source_host") or "local"
-    machine = claims.Machine("where the two instances run", where, "both instances on one machine (ports 5434 and "
-                             "5435)", "FDW_external on another machine (`external_host`)",
-                             differs=placement.separate(manifest, [src], [par.get("external_host") or src]))
+    machine = hardware.instances(where, placement.separate(manifest, [src], [par.get("external_host") or src]))
     kw: dict[str, Any] = {"aa": aa, "machine": machine}
     rows = []
     pub = {}
