@@ -73,11 +73,16 @@ def test_the_index_stage_depends_on_exactly_what_it_imports() -> None:
 
 @pytest.mark.parametrize("study", STUDIES)
 def test_collect_imports_no_parser_lab_cli_or_analysis(study: str) -> None:
-    """An edit to a parser, the lab, the CLI, analysis, figures or a notebook must not re-measure."""
+    """An edit to a parser, the lab, the CLI, analysis, figures or a notebook must not re-measure. Except what
+    a study's first look reads (``pglab.workloads.adaptive``: which levels an open claim needs decides the blocks
+    it adds): the claims, their intervals, and each point's measured window, nothing that draws."""
     names = {str(p.relative_to(LIB)) for p in needed("collect", study)}
+    first_look = {"pglab/analysis/__init__.py", "pglab/analysis/claims.py", "pglab/analysis/stats.py",
+                  "pglab/analysis/window.py", "pglab/parsers/__init__.py", "pglab/parsers/pgbench.py",
+                  "pglab/parsers/text.py"} if "pglab/workloads/adaptive.py" in names else set()
     for forbidden in ("pglab/parsers/", "pglab/hosts/lab/", "pglab/analysis/", "pglab/app/cli.py",
                       "pglab/app/notebook.py", f"pglab/studies/{study}/analyze.py"):
-        assert not any(n.startswith(forbidden) for n in names), (study, forbidden)
+        assert not any(n.startswith(forbidden) for n in names - first_look), (study, forbidden)
 
 
 def test_the_closure_follows_imports_inside_functions() -> None:

@@ -32,12 +32,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from pglab.analysis.stats import MIN_ORDER_STATISTIC, coverage, median_interval
+from pglab.analysis.stats import CONFIDENCE, MIN_ORDER_STATISTIC, coverage, median_interval, method_for
 
 VERDICTS = ("held", "did not hold", "not resolvable here", "not measurable here")
 COMPARISON_COLUMNS = ["claim", "published", "reproduced", "ci_low", "ci_high", "noise_floor", "blocks", "verdict"]
-EXTRA_COLUMNS = ["rule", "bound_low", "bound_high", "ci_method", "coverage", "aa_median", "aa_low", "aa_high",
-                 "aa_blocks", "depends_on", "here", "article", "note"]
+EXTRA_COLUMNS = ["rule", "bound_low", "bound_high", "ci_method", "confidence", "coverage", "aa_median", "aa_low",
+                 "aa_high", "aa_blocks", "depends_on", "here", "article", "stopped", "note"]
 MIN_BLOCKS = MIN_ORDER_STATISTIC  # 6: the fewest blocks whose interval of the median covers 95%
 MARGIN = 0.10  # "no difference", "close to", "no slower": a 10% difference is the least a DBA would act on
 ABOUT = 0.20  # "about X": X within a factor 1.2 either way (1.5x: 1.25x..1.8x)
@@ -60,9 +60,9 @@ class Claim:
         """The rule in words, with its numbers: what the report and the docs print beside the verdict."""
         v, u = f"{self.value:.4g}", f"{self.upper:.4g}"
         if self.rule == "within":
-            return f"held if the 95% interval lies inside ({v}, {u}) ({self.kind}); did not hold if it lies outside"
+            return f"held if the interval lies inside ({v}, {u}) ({self.kind}); did not hold if it lies outside"
         side, other = ("above", "below") if self.rule == "greater" else ("below", "above")
-        return f"held if the 95% interval lies {side} {v} ({self.kind}); did not hold if it lies {other} it"
+        return f"held if the interval lies {side} {v} ({self.kind}); did not hold if it lies {other} it"
 
     def at(self, text: str) -> Claim:
         return replace(self, text=text)
@@ -101,6 +101,28 @@ def no_worse(text: str, published: float, higher_is_better: bool = True, margin:
 
 def within(text: str, published: float, low: float, high: float, needs: str = "") -> Claim:
     return Claim(text, published, "within", low, high, kind="range", needs=needs)
+
+
+def last_look_confidence(first: int, alpha: float = 1 - CONFIDENCE) -> float:
+    """The confidence of a verdict's interval at the last of two looks (``pglab.workloads.adaptive``): what is left
+    of ``alpha`` once the first look's 95% interval of ``first`` blocks has spent its miss probability
+    (Bonferroni). At 6 blocks the first look spends 3.1% (the range of 6 covers 96.9%): 98.1% is left."""
+    if first < MIN_BLOCKS:  # the first look could decide nothing (a verdict needs MIN_BLOCKS): nothing spent
+        return 1 - alpha
+    spent = 1 - coverage(method_for(first), first)
+    return 1 - max(alpha - spent, 0.0)
+
+
+def look_of(blocks: int, adaptive: Mapping[str, object] | None) -> tuple[float, str]:
+    """(confidence, why the claim got ``blocks`` blocks) under a run's ``plan.adaptive`` record (None: a fixed
+    plan). A claim with no more blocks than the first look was decided there, at 95%."""
+    if not adaptive:
+        return CONFIDENCE, f"fixed plan: {blocks} blocks" if blocks else ""
+    first = int(adaptive.get("first_look", 0))  # type: ignore[call-overload]
+    if blocks <= first:
+        return CONFIDENCE, f"first look at {first} blocks: decided there, or needing no more blocks"
+    return last_look_confidence(first), (f"open at the first look ({first} blocks); {blocks - first} blocks added, "
+                                         f"then {adaptive.get('why', 'stopped')}")
 
 
 def bounds(claim: Claim) -> tuple[float, float]:
@@ -147,12 +169,14 @@ def aa_check(aa: Sequence[float] | np.ndarray | pd.Series) -> tuple[tuple[float,
 
 def comparison_row(claim: Claim, ratios: Sequence[float] | np.ndarray | pd.Series, noise: float = math.nan,
                    note: str = "", measurable: bool = True, why_not: str = "", *,
-                   aa: Sequence[float] | np.ndarray | pd.Series = (), machine: Machine | None = None
-                   ) -> dict[str, object]:
-    """A row of ``comparison.csv``: the claim, its effect per block summarised, the rule and the verdict."""
+                   aa: Sequence[float] | np.ndarray | pd.Series = (), machine: Machine | None = None,
+                   adaptive: Mapping[str, object] | None = None) -> dict[str, object]:
+    """A row of ``comparison.csv``: the claim, its effect per block summarised, the rule and the verdict.
+    ``adaptive``: the run's ``plan.adaptive`` record, which sets the interval's confidence (``look_of``)."""
     x = np.asarray(ratios, dtype=float)
     x = x[~np.isnan(x)]
-    med, lo, hi, method = median_interval(x)
+    confidence, stopped = look_of(len(x), adaptive)
+    med, lo, hi, method = median_interval(x, confidence)
     med, lo, hi = _r(med), _r(lo), _r(hi)  # decided on the numbers comparison.csv shows, so it can be recomputed
     v = verdict(lo, hi, claim) if len(x) >= 2 else "not resolvable here" if len(x) else "not measurable here"
     (aa_med, aa_lo, aa_hi, aa_n), biased = aa_check(aa)
@@ -180,10 +204,10 @@ def comparison_row(claim: Claim, ratios: Sequence[float] | np.ndarray | pd.Serie
             "ci_high": hi, "noise_floor": _r(noise), "blocks": int(len(x)), "verdict": v, "rule": claim.tested,
             "bound_low": _r(low) if math.isfinite(low) else math.nan,
             "bound_high": _r(high) if math.isfinite(high) else math.nan, "ci_method": method,
-            "coverage": _r(coverage(method, len(x))), "aa_median": aa_med, "aa_low": aa_lo, "aa_high": aa_hi,
-            "aa_blocks": aa_n, "depends_on": machine.property if machine else "",
+            "confidence": _r(confidence), "coverage": _r(coverage(method, len(x), confidence)), "aa_median": aa_med,
+            "aa_low": aa_lo, "aa_high": aa_hi, "aa_blocks": aa_n, "depends_on": machine.property if machine else "",
             "here": machine.here if machine else "", "article": machine.article if machine else "",
-            "note": "; ".join(s for s in notes if s)}
+            "stopped": stopped if measurable else "", "note": "; ".join(s for s in notes if s)}
 
 
 def _r(v: float) -> float:
@@ -214,6 +238,11 @@ def ordering_row(claim: Claim, steps: Mapping[str, Sequence[float] | np.ndarray 
     return row
 
 
+def _conf(row: Mapping[str, object]) -> float:
+    c = row.get("confidence")
+    return CONFIDENCE if c is None or pd.isna(c) else float(c)  # type: ignore[arg-type]
+
+
 def verdict_line(row: Mapping[str, object]) -> str:
     """One claim of comparison.csv in markdown, as the notebooks and docs pages list it: the verdict, the
     numbers, the rule and the machine property beside it, then the note."""
@@ -224,7 +253,7 @@ def verdict_line(row: Mapping[str, object]) -> str:
 
     shown = "" if pd.isna(row.get("reproduced")) else (
         f"reproduced {num(row['reproduced'])} [{num(row.get('ci_low'))}, {num(row.get('ci_high'))}] "
-        f"({interval_words(str(row.get('ci_method')), row.get('blocks'))}); ")  # type: ignore[arg-type]
+        f"({interval_words(str(row.get('ci_method')), row.get('blocks'), confidence=_conf(row))}); ")
     prop = row.get("depends_on")
     machine = (f" Depends on: {prop}; here {row.get('here')}; the article: {row.get('article') or 'not given'}."
                if isinstance(prop, str) and prop else "")

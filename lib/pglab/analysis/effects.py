@@ -153,7 +153,8 @@ class BlockEffects:
         return self[AA]
 
     def row(self, claim: Claim, config: str, note: str = "", why_not: str = "",
-            machine: Machine | None = None) -> dict[str, object]:
+            machine: Machine | None = None, adaptive: dict[str, object] | None = None) -> dict[str, object]:
         """The comparison row of a claim about one configuration; "not measurable here" if it was not run."""
         return comparison_row(claim, self[config], self.noise, note, measurable=config in self,
-                              why_not=why_not or f"{config} was not run", aa=self.aa, machine=machine)
+                              why_not=why_not or f"{config} was not run", aa=self.aa, machine=machine,
+                              adaptive=adaptive)

@@ -29,7 +29,7 @@ MIN_ORDER_STATISTIC = 6
 
 #: how each interval is said, in figures, tables and reports alike ({n}: the values, {cov}: coverage in %)
 INTERVAL_WORDS = {
-    "order-statistic": "95% interval of the median over {n} {unit}",
+    "order-statistic": "{conf} interval of the median over {n} {unit}",
     "range": "range of {n} {unit} (covers the median {cov} of the time)",
     "single": "{n} {unit}, no interval",
     "none": "not measured",
@@ -58,13 +58,14 @@ def method_for(n: int) -> str:
     return "order-statistic" if n >= MIN_ORDER_STATISTIC else "range" if n >= 2 else "single" if n == 1 else "none"
 
 
-def coverage(method: str, n: int) -> float:
-    """The exact probability that the interval of ``n`` values covers the true median (any continuous
-    distribution of independent values); NaN for no interval."""
-    if method == "range" or (method == "order-statistic" and n < MIN_ORDER_STATISTIC):
+def coverage(method: str, n: int, confidence: float = CONFIDENCE) -> float:
+    """The exact probability that the interval of ``n`` values (asked at ``confidence``) covers the true
+    median, for any continuous distribution of independent values; NaN for no interval."""
+    k = _k(n, confidence) if method == "order-statistic" else -1
+    if method == "range" or (method == "order-statistic" and k < 0):
         return 1.0 - 2.0 ** (1 - n) if n >= 2 else math.nan
     if method == "order-statistic":
-        return _covers(n, max(_k(n), 0))
+        return _covers(n, k)
     return math.nan
 
 
@@ -78,20 +79,21 @@ def median_interval(values: np.ndarray | list[float] | pd.Series,
     if n == 0:
         return math.nan, math.nan, math.nan, method
     med = float(np.median(x))
-    if method != "order-statistic":
-        return med, float(x[0]), float(x[-1]), method
-    k = max(_k(n, confidence), 0)
+    k = _k(n, confidence) if method == "order-statistic" else -1
+    if k < 0:  # too few values for ``confidence``: the range, said as such
+        return med, float(x[0]), float(x[-1]), "range" if n > 1 else method
     return med, float(x[k]), float(x[n - k - 1]), method
 
 
-def interval_words(method: str, n: int | float | None, unit: str = "blocks") -> str:
+def interval_words(method: str, n: int | float | None, unit: str = "blocks", confidence: float = CONFIDENCE) -> str:
     """One interval in words: "95% interval of the median over 6 blocks", "range of 3 blocks (covers the
     median 75% of the time)"."""
     count = int(n) if isinstance(n, (int, float, np.integer)) and not pd.isna(n) else 0
     unit = unit[:-1] if count == 1 and unit.endswith("s") else unit
-    cov = coverage(method, count)
+    cov = coverage(method, count, confidence)
     return INTERVAL_WORDS.get(str(method), "interval: {method}").format(
-        n=count, unit=unit, method=method, cov="-" if math.isnan(cov) else f"{100 * cov:.3g}%")
+        n=count, unit=unit, method=method, cov="-" if math.isnan(cov) else f"{100 * cov:.3g}%",
+        conf=f"{100 * confidence:.3g}%")
 
 
 def interval_caption(summary: pd.DataFrame, unit: str = "runs", method: str = "ci_method", n: str = "n") -> str:

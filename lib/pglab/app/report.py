@@ -96,7 +96,9 @@ def verdict_rows(comparison: pd.DataFrame, facts: str) -> list[dict[str, str]]:
     for c in comparison.to_dict("records"):
         interval = (f" [{_num(c.get('ci_low'))}, {_num(c.get('ci_high'))}]"
                     if not pd.isna(c.get("ci_low")) else "")
-        words = interval_words(str(c.get("ci_method", "")), c.get("blocks"))
+        conf = c.get("confidence")
+        words = interval_words(str(c.get("ci_method", "")), c.get("blocks"),
+                               confidence=0.95 if conf is None or pd.isna(conf) else float(conf))
         prop = _text(c.get("depends_on"))
         machine = (f"<b>{html.escape(prop)}</b>: here {html.escape(_text(c.get('here')))}"
                    + (f"; the article: {html.escape(_text(c.get('article')))}" if _text(c.get("article")) else "")
@@ -104,7 +106,8 @@ def verdict_rows(comparison: pd.DataFrame, facts: str) -> list[dict[str, str]]:
         aa = (f"{_num(c['aa_median'])} [{_num(c.get('aa_low'))}, {_num(c.get('aa_high'))}] over "
               f"{int(c.get('aa_blocks', 0))} blocks" if not pd.isna(c.get("aa_median", math.nan)) else "")
         floor = c.get("noise_floor")
-        extra = [f"A/A (baseline / baseline) {aa}" if aa else "",
+        extra = [f"blocks: {_text(c.get('stopped'))}" if _text(c.get("stopped")) else "",
+                 f"A/A (baseline / baseline) {aa}" if aa else "",
                  f"noise floor +-{100 * floor:.0f}% per point" if isinstance(floor, float) and not math.isnan(floor)
                  else ""]
         rows.append({

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from pglab.analysis.waits import fig_waits, wait_note, wait_shares
 from pglab.parsers.fsync import parse_pg_test_fsync
 from pglab.parsers.pgbench import parse_init
 from pglab.runs.store import read_optional
+from pglab.studies.synchronous_commit import claims as sc_claims
 from pglab.studies.synchronous_commit.figures import LEVEL_ORDER, fig_ratio, fig_standby_reads, fig_tps_by_clients
 
 
@@ -72,23 +72,20 @@ def compare(a_ratios: pd.DataFrame, reads: pd.DataFrame, reference_dir: Path, fs
     ref, ref_reads = reference_ratios(reference_dir)
     per_block = BlockEffects.of(a_ratios)  # block x level: geometric mean over client counts
     disk = hardware.disk_flush(fsync)
+    adaptive = manifest.get("plan", {}).get("adaptive")
+    kw: dict[str, Any] = {"aa": per_block.aa, "adaptive": adaptive}
     rows = []
     how = "per block: geometric mean over client counts of tps(level)/tps(on)"
-    for level, claim in (("remote_write", claims.about("remote_write is about 1.2x on", 0, 1.2)),
-                         ("local", claims.about("local is about 1.5x on", 0, 1.5)),
-                         ("off", claims.threshold("off is an order of magnitude faster than on (slow disk)", 0,
-                                                  math.sqrt(10)))):
+    for level, claim in sc_claims.LEVEL_CLAIMS.items():
         pub = float(ref[ref.synchronous_commit == level].ratio_to_on.median())
         note = "; ".join(x for x in (how, wait_note(waits, level, "on"), steal) if x)
-        rows.append(per_block.row(dataclasses.replace(claim, published=pub), level, note, machine=disk))
-    claim = claims.direction("on < remote_write < local", 1.0)
-    if {"remote_write", "local"} <= set(per_block.table):  # both steps, each per block; the weaker decides
-        rows.append(claims.ordering_row(claim, {
-            "remote_write/on": per_block["remote_write"],
-            "local/remote_write": per_block["local"] / per_block["remote_write"]}, per_block.noise,
-            aa=per_block.aa, machine=disk))
+        rows.append(per_block.row(dataclasses.replace(claim, published=pub), level, note, machine=disk,
+                                  adaptive=adaptive))
+    steps = sc_claims.order_steps(per_block.table)
+    if len(steps) == len(sc_claims.ORDER_STEPS):  # both steps, each per block; the weaker decides
+        rows.append(claims.ordering_row(sc_claims.ORDER, steps, per_block.noise, machine=disk, **kw))
     else:
-        rows.append(claims.comparison_row(claim, [], per_block.noise, measurable=False,
+        rows.append(claims.comparison_row(sc_claims.ORDER, [], per_block.noise, measurable=False,
                                           why_not="a level was not run"))
     if len(reads):
         pub = float(ref_reads[ref_reads.primary_load == "loaded"].tps.mean()
@@ -99,8 +96,8 @@ def compare(a_ratios: pd.DataFrame, reads: pd.DataFrame, reference_dir: Path, fs
             manifest, [par.get("primary_host", "local"), par.get("standby_host", "local")],
             "a master and a slave, each its own machine", "the standby on a machine of its own (`standby_host`)")
         rows.append(claims.comparison_row(
-            claims.equivalent("standby read tps does not depend on primary load", pub),
-            reads[reads.config == "loaded"].ratio, effects.noise_floor(reads[reads.config == AA].ratio),
+            dataclasses.replace(sc_claims.READS, published=pub), reads[reads.config == "loaded"].ratio,
+            effects.noise_floor(reads[reads.config == AA].ratio),
             "per block: standby select-only tps with the primary loaded / idle", measurable=separated,
             why_not=why, aa=reads[reads.config == AA].ratio, machine=apart))
     return claims.comparison_frame(rows)

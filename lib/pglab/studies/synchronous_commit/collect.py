@@ -8,10 +8,15 @@ Every point's raw output is written before anything is parsed; analysis lives in
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
+from pglab.analysis.window import pgbench_window
 from pglab.errors import ProcessError
 from pglab.hosts.inventory import Inventory
 from pglab.nodes import topology
@@ -22,11 +27,43 @@ from pglab.runs.session import Session
 from pglab.runs.store import Point, RunStore
 from pglab.runs.sweep import Group, Planned, plan_blocks
 from pglab.studies.synchronous_commit import STUDY
+from pglab.studies.synchronous_commit.claims import open_levels
 from pglab.studies.synchronous_commit.params import Params
-from pglab.workloads import observed, pgbench
+from pglab.workloads import adaptive, observed, pgbench
 from pglab.workloads.observed import Watch
 
 DB = "bench"
+
+
+def write_block(p: Params, block: int, levels: set[str]) -> list[Planned]:
+    """Block ``block`` of the write groups with the baseline (twice) and ``levels`` only, in the seeded order of
+    a planned block (``pglab.workloads.adaptive`` adds it after the first look)."""
+    groups = [Group(f"c{c:03d}", {"kind": "write", "clients": c}) for c in p.clients]
+    keep = [lv for lv in p.levels if lv in levels or lv == p.baseline]
+    return [pl for pl in plan_blocks(keep, p.baseline, groups, block, p.seed + block, prefix="write")
+            if pl.block == block]
+
+
+def interim_per_block(run_dir: Path, baseline: str) -> pd.DataFrame:
+    """block x level: the geometric mean over client counts of tps(level) / tps(baseline), each point's tps in
+    its measured window as the analysis reads it (``pgbench_window``), steal-flagged points left out."""
+    rows = []
+    for meta_path in sorted(run_dir.glob("write-*/meta.json")):
+        meta = json.loads(meta_path.read_text())
+        if meta.get("status") != "ok" or meta.get("steal_flag"):
+            continue
+        tps = pgbench_window(meta_path.parent, meta)["tps"]
+        if tps:
+            rows.append({"block": meta["block"], "clients": meta["clients"], "config": meta["config"],
+                         "copy": meta.get("copy", 1), "tps": float(tps)})
+    pts = pd.DataFrame(rows, columns=["block", "clients", "config", "copy", "tps"])
+    if pts.empty:
+        return pd.DataFrame()
+    log = np.log(pts.tps)
+    base = pts.assign(log=log)[pts.config == baseline].groupby(["block", "clients"]).log.mean().rename("base")
+    rest = pts.assign(log=log)[pts.config != baseline].join(base, on=["block", "clients"], how="inner")
+    rest["ratio"] = rest.log - rest.base
+    return np.exp(rest.groupby(["block", "config"]).ratio.mean()).unstack("config")
 
 
 def plan(p: Params) -> list[Planned]:
@@ -66,6 +103,10 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
             return _measure(s, pl, point, primary, standby, p, cores, clients, watch)
 
         observed.run(run, measure, desc=STUDY, progress=progress)
+        if p.max_blocks and p.max_blocks > p.blocks:
+            adaptive.extend(run, measure, first=p.blocks, max_blocks=p.max_blocks, budget_s=p.budget_s,
+                            still_open=lambda: open_levels(interim_per_block(store.dir, p.baseline), p.baseline),
+                            block=lambda n, levels: write_block(p, n, levels), desc=STUDY, progress=progress)
     return store.dir
 
 

@@ -1,0 +1,55 @@
+"""The article's claims about write throughput, and which levels an open claim still needs.
+
+One place for both uses: the analysis decides each claim from the run's per-block ratios, and the
+collect's first look (``pglab.workloads.adaptive``) asks which levels to measure in the blocks it adds. Imported
+by the collect stage, so it holds the claims and nothing that draws or reads files.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from pglab.analysis import claims
+from pglab.analysis.claims import Claim
+
+#: level -> the claim about its write tps over ``on``'s (published value filled in from the reference)
+LEVEL_CLAIMS: dict[str, Claim] = {
+    "remote_write": claims.about("remote_write is about 1.2x on", math.nan, 1.2, needs="disk"),
+    "local": claims.about("local is about 1.5x on", math.nan, 1.5, needs="disk"),
+    "off": claims.threshold("off is an order of magnitude faster than on (slow disk)", math.nan, math.sqrt(10),
+                            needs="disk"),
+}
+ORDER = claims.direction("on < remote_write < local", 1.0, needs="disk")
+#: the ordering's steps, each a ratio per block of two levels (numerator, denominator)
+ORDER_STEPS = {"remote_write/on": ("remote_write", None), "local/remote_write": ("local", "remote_write")}
+READS = claims.equivalent("standby read tps does not depend on primary load", math.nan, needs="machines")
+
+
+def order_steps(per_block: pd.DataFrame) -> dict[str, pd.Series]:
+    """The ordering's steps per block from ``per_block`` (block x level, ratios to the baseline)."""
+    out = {}
+    for name, (num, den) in ORDER_STEPS.items():
+        if num in per_block and (den is None or den in per_block):
+            out[name] = per_block[num] / (per_block[den] if den else 1.0)
+    return out
+
+
+def open_levels(per_block: pd.DataFrame, baseline: str) -> set[str]:
+    """The levels an open claim still needs after the first look: each level claim not decided at 95%, and
+    both levels of an ordering step not decided. ``per_block``: block x level, ratios to ``baseline``."""
+    needed: set[str] = set()
+    for level, claim in LEVEL_CLAIMS.items():
+        if level in per_block and _open(claim, per_block[level]):
+            needed.add(level)
+    for name, steps in order_steps(per_block).items():
+        if _open(ORDER, steps):
+            needed.update(x for x in ORDER_STEPS[name] if x)
+    return needed - {baseline}
+
+
+def _open(claim: Claim, values: pd.Series) -> bool:
+    x = np.asarray(values, dtype=float)
+    return claims.comparison_row(claim, x[~np.isnan(x)])["verdict"] == "not resolvable here"

@@ -1,0 +1,100 @@
+"""Blocks spent where a claim is still open (``pglab.workloads.adaptive``, synchronous_commit's first look).
+
+The look's decisions from the shipped run, the blocks it adds, the error split over two looks, and one real
+run that adds a block of only the levels an open claim needs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import REPO, pulled_runs
+from pglab.analysis import claims, stats
+from pglab.errors import ParameterError
+from pglab.runs.params import validate
+from pglab.studies.synchronous_commit import claims as sc_claims
+from pglab.studies.synchronous_commit.collect import interim_per_block, write_block
+from pglab.studies.synchronous_commit.params import Params
+
+SMOKE = dict(levels=["on", "remote_write", "local", "off", "remote_apply"], clients=[1, 4], seconds=2, warmup_s=1,
+             blocks=6, scale=1, standby_read_blocks=0)
+
+
+def test_the_first_look_keeps_the_levels_an_open_claim_needs() -> None:
+    """On the shipped quick run: remote_write, local and off are open after 6 blocks; remote_apply, about which
+    the article claims nothing, is not measured again."""
+    pulled_runs("synchronous_commit")
+    table = interim_per_block(REPO / "data" / "raw" / "synchronous_commit", "on")
+    assert len(table) == 6 and {"remote_write", "local", "off", "remote_apply"} <= set(table)
+    assert sc_claims.open_levels(table, "on") == {"remote_write", "local", "off"}
+
+
+def test_a_decided_claim_frees_its_level() -> None:
+    rng = np.random.default_rng(1)
+    table = pd.DataFrame({"remote_write": 1.2 * np.exp(rng.normal(0, 0.01, 6)),  # about 1.2x: held
+                          "local": [1.1, 1.3, 1.5, 1.6, 1.9, 1.4],  # about 1.5x? the range straddles the band
+                          "off": 2.0 * np.exp(rng.normal(0, 0.01, 6))})  # 2x: not past sqrt(10), did not hold
+    assert sc_claims.open_levels(table, "on") == {"local", "remote_write"}  # the ordering's step needs both
+    assert sc_claims.open_levels(table.head(5), "on") == {"remote_write", "local", "off"}  # 5 blocks decide nothing
+
+
+def test_an_added_block_has_the_baseline_twice_and_the_open_levels_only() -> None:
+    p = validate(Params, SMOKE, "test")
+    points = write_block(p, 7, {"local"})
+    assert {pl.block for pl in points} == {7}
+    assert sorted((pl.group.name, pl.config, pl.copy) for pl in points) == sorted(
+        (g, c, k) for g in ("c001", "c004") for c, k in (("on", 1), ("on", 2), ("local", 1)))
+    assert [pl.id for pl in points] == [pl.id for pl in write_block(p, 7, {"local"})]  # seeded
+
+
+def test_max_blocks_below_the_first_look_is_refused() -> None:
+    with pytest.raises(ParameterError, match="max_blocks=4 is below blocks=6"):
+        validate(Params, {**SMOKE, "max_blocks": 4}, "test")
+
+
+def test_two_looks_split_the_error_rate() -> None:
+    """The first look's 95% interval of 6 blocks misses 3.1% of the time; what a later verdict may miss is the
+    rest of 5%: the union of both looks' misses stays under 5%."""
+    last = claims.last_look_confidence(6)
+    assert last == pytest.approx(1 - (0.05 - (1 - stats.coverage("order-statistic", 6))))
+    assert 0.98 < last < 0.982
+    for n in range(7, 21):  # every interval a last look can give covers at least that
+        assert stats.coverage(stats.method_for(n), n, last) >= last
+    assert claims.last_look_confidence(3) == pytest.approx(0.95)  # a first look of 3 blocks decides nothing
+    adaptive = {"first_look": 6, "why": "max_blocks reached"}
+    row = claims.comparison_row(claims.direction("x", 1.0), 1.1 + np.arange(12) * 0.01, adaptive=adaptive)
+    assert row["confidence"] == pytest.approx(last, abs=1e-4) and row["blocks"] == 12
+    assert "open at the first look (6 blocks); 6 blocks added, then max_blocks reached" == row["stopped"]
+    early = claims.comparison_row(claims.direction("x", 1.0), 1.1 + np.arange(6) * 0.01, adaptive=adaptive)
+    assert early["confidence"] == 0.95 and early["stopped"].startswith("first look at 6 blocks")
+    fixed = claims.comparison_row(claims.direction("x", 1.0), 1.1 + np.arange(6) * 0.01)
+    assert fixed["stopped"] == "fixed plan: 6 blocks"
+
+
+@pytest.mark.servers
+@pytest.mark.slow
+@pytest.mark.xdist_group("adaptive")
+def test_a_real_run_adds_blocks_of_the_open_levels_only(tmp_path: Path) -> None:
+    """Two planned blocks decide nothing (a verdict needs 6), so the look keeps every level a claim is about and
+    adds blocks up to max_blocks without remote_apply; the analysis says why each claim got its blocks."""
+    from pglab.studies.synchronous_commit import analyze, collect
+
+    params = {**SMOKE, "levels": ["on", "remote_write", "local", "off", "remote_apply"], "clients": [2],
+              "blocks": 1, "max_blocks": 2, "fsync_test_seconds": 0, "transaction_log": False}
+    run = collect.collect(params, data_root=tmp_path / "data", profile="test", progress=False)
+    manifest = json.loads((run / "manifest.json").read_text())
+    record = manifest["plan"]["adaptive"]
+    assert record["first_look"] == 1 and record["blocks_added"] == 1 and record["stopped"] == "max_blocks"
+    assert record["looks"][0]["open"] == ["local", "off", "remote_write"]
+    added = sorted(p.name for p in run.glob("write-b02-*"))
+    assert added == ["write-b02-c002-local", "write-b02-c002-off", "write-b02-c002-on", "write-b02-c002-on-aa",
+                     "write-b02-c002-remote_write"]
+    assert manifest["points"]["total"] == 6 + 5 and manifest["points"]["ok"] == 11
+    a = analyze.analyze(run, tmp_path / "derived", tmp_path / "figures", REPO / "data" / "reference")
+    rows = a.comparison.set_index("claim")
+    assert rows.loc["remote_write is about 1.2x on", "blocks"] == 2
+    assert "1 blocks added, then max_blocks reached" in rows.loc["remote_write is about 1.2x on", "stopped"]
