@@ -21,11 +21,13 @@ script times the command as the shell runs it, start to exit, on:
 What a process costs before it reads a byte is printed apart, as the floor under the goal: Python
 itself, Python with numpy (which the parse needs: its arrays hold the counts and the latencies), and
 the command's whole start-up on a big log (the CLI, the parsers' imports, llvmlite and the loop's
-machine code), each also as a multiple of `wc -l`. On this 2-core machine Python and numpy take about
-0.13 s, already 2.3x `wc -l` of a page-cached 256 MB file (0.055 s), and the start-up about 0.2 s
-(3.5x): the parse of 256 MB (about 0.25 s of the 2 cores, 0.5 s of one) has the rest of the 10x. So
-the goal at 256 MB holds only while the two cores are free: other work on the machine slows the command
-far more than `wc -l` (one core, a few milliseconds per call). At 1 GB start-up is a small part.
+machine code), each also as a multiple of `wc -l`. On this 2-core machine with nothing else running,
+Python and numpy take 0.11-0.13 s, already 2-2.5x `wc -l` of a page-cached 256 MB file (about 0.055 s),
+and the start-up 0.2-0.25 s (4-4.5x); the loop reads 256 MB in 0.25 s of one core, and the two cores
+together do only about 1.3x one core's work here (0.2-0.27 s); Python's exit takes a few hundredths
+more. So the command is at 8-10x on 256 MB: the goal holds only while the machine is otherwise idle,
+since other work slows a process that needs both cores for half a second far more than `wc -l` (one
+core, a twentieth of a second). At 1 GB start-up is a small part (about 7x).
 
 Each is timed best of ``--repeat`` after a first run (which compiles the loop once per machine and puts
 the imports' files in the page cache). Peak memory is the whole process's maximum resident set, from a
