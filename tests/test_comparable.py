@@ -128,6 +128,17 @@ def test_a_field_missing_on_one_side_is_a_difference(manifest: dict[str, Any]) -
     assert set(fields(comparable.differences(manifest, b), REFUSE)) == {f"tools.{t}" for t in manifest["tools"]}
 
 
+def test_a_parameter_an_older_run_lacked_is_no_difference_when_left_at_none(manifest: dict[str, Any]) -> None:
+    """A parameter added later (max_blocks) and left at None, its default, means what the older run did."""
+    a, b = copy.deepcopy(manifest), copy.deepcopy(manifest)
+    a["parameters"].pop("max_blocks", None)
+    b["parameters"]["max_blocks"] = None
+    assert comparable.differences(a, b) == []
+    b["parameters"]["max_blocks"] = 16
+    (d,) = comparable.differences(a, b)
+    assert (d.field, d.value_a, d.value_b) == ("parameters.max_blocks", MISSING, 16)
+
+
 def test_placement_is_relative_not_by_name(manifest: dict[str, Any]) -> None:
     """The same arrangement on another host and another machine is placed the same; the host facts say the rest."""
     b = copy.deepcopy(manifest)
@@ -284,7 +295,8 @@ def test_notebook_compare_runs(tmp_path: Path) -> None:
 def test_runs_that_lack_different_points_are_refused(manifest: dict[str, Any]) -> None:
     """Two runs missing different points average different blocks: refused unless --allow-mixed."""
     a, b = copy.deepcopy(manifest), copy.deepcopy(manifest)
-    assert "failed_points" not in a and comparable.failed_points(a) == []  # recorded before the list: none failed
+    a.pop("failed_points", None)  # a run recorded before the list: none failed
+    assert comparable.failed_points(a) == [] and comparable.failed_points(b) == []
     b["failed_points"] = ["write-b02-c004-off"]
     assert fields(comparable.differences(a, b), REFUSE) == ["failed_points"]
     with pytest.raises(NotComparableError, match="failed_points"):

@@ -200,8 +200,10 @@ def differences(manifest_a: dict[str, Any], manifest_b: dict[str, Any]) -> list[
     a, b = manifest_a, manifest_b
     out = _compare({"study": a.get("study", MISSING)}, {"study": b.get("study", MISSING)}, REFUSE)
     same_study = not out  # two studies' parameters and nodes have nothing in common: the study says it all
-    if same_study:
-        out += _compare(_section(a, "parameters"), _section(b, "parameters"), _parameter_severity)
+    if same_study:  # a parameter an older run did not have is the same as one left at None (its default: off)
+        pa, pb = _section(a, "parameters"), _section(b, "parameters")
+        out += _compare({k: v for k, v in pa.items() if v is not None or k in pb},
+                        {k: v for k, v in pb.items() if v is not None or k in pa}, _parameter_severity)
     out += _compare(_section(a, "tools"), _section(b, "tools"), REFUSE)
     out += _host_differences(a, b)
     if same_study:
