@@ -4,7 +4,7 @@ Why: every tps figure a study reports comes from pgbench started by ``pglab.pgbe
 ``setsid sh -c`` wrapper writing to files) and watched by ``run_and_catch_up`` (a Python loop polling
 the exit 20 times a second). That must not cost throughput. This script runs the exact same pgbench
 argv both ways, interleaved on the same node, alternating which goes first, and prints the ratio of the medians
-pglab / bare (goal: >= 0.98).
+pglab / bare with its 95% interval (goal: the interval's low end > 0.98, i.e. a 2% loss excluded).
 
 - bare:  ``subprocess.run(argv)`` with ``node.pg_env()`` merged into the environment,
 - pglab: ``pgbench.start`` + ``run_and_catch_up`` (a no-op replication system: nothing to wait for,
@@ -16,7 +16,8 @@ Ctrl-C included.
 
 Run from the project root::
 
-    .venv/bin/python bench/harness_overhead.py                       # 4 pairs of 10 s, 4 clients, scale 10
+    .venv/bin/python bench/harness_overhead.py                       # 12 pairs of 10 s, 4 clients, scale 10
+    .venv/bin/python bench/harness_overhead.py --rounds 36 --until-resolved  # look every 6 pairs, stop when resolved
     .venv/bin/python bench/harness_overhead.py --rounds 2 --seconds 5
     .venv/bin/python bench/harness_overhead.py --tiny                # seconds: does the script still work?
 
@@ -31,7 +32,20 @@ import subprocess
 import sys
 from collections.abc import Callable
 
-from common import DB, SETTINGS, RunFailed, order, report, reset_tables, run_main, say, steal_during
+from common import (
+    DB,
+    SETTINGS,
+    RunFailed,
+    Stopping,
+    add_stopping_args,
+    order,
+    report,
+    reset_tables,
+    run_main,
+    say,
+    steal_during,
+    steal_words,
+)
 from pglab.hosts.base import Background
 from pglab.hosts.inventory import load_inventory
 from pglab.nodes.node import Node
@@ -67,12 +81,14 @@ class NoReplication(System):
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=4, help="pairs of runs (bare, pglab); default 4")
+    ap.add_argument("--rounds", type=int, default=12,
+                    help="pairs of runs (bare, pglab); the maximum with --until-resolved; default 12")
     ap.add_argument("--seconds", type=int, default=10, help="pgbench -T of every run; default 10")
     ap.add_argument("--clients", type=int, default=4, help="pgbench -c; default 4")
     ap.add_argument("--jobs", type=int, default=None, help="pgbench -j; default min(clients, cores)")
     ap.add_argument("--scale", type=int, default=10, help="pgbench -i -s; default 10")
     ap.add_argument("--warmup", type=int, default=5, help="seconds of an uncounted first run (0: none); default 5")
+    add_stopping_args(ap, "pairs")
     return parse(ap, argv, rounds=1, seconds=1, clients=2, scale=1, warmup=0)
 
 
@@ -111,17 +127,21 @@ def run_pglab(s: Session, node: Node, store: RunStore, point_id: str, argv: list
     return tps_of("pglab", result.exit_code, result.stdout, result.stderr)
 
 
-def measure(runners: dict[str, Callable[[str], float]], node: Node, rounds: int) -> dict[str, list[float]]:
-    """Interleaved A B A B ...: drift (caches, WAL, temperature) hits both sides alike."""
+def measure(runners: dict[str, Callable[[str], float]], node: Node, stop: Stopping) -> bool:
+    """Interleaved A B B A ...: drift (caches, WAL, temperature) hits both sides alike; pairs until ``stop``."""
     tps: dict[str, list[float]] = {name: [] for name in runners}
-    for r in range(1, rounds + 1):
+    steals: list[float | None] = []
+    r = 0
+    while stop.more([p / b for p, b in zip(tps["pglab"], tps["bare"], strict=True)]):
+        r += 1
         for name in order(list(runners), r):
             run = runners[name]
             reset_tables(node)
             value, steal = steal_during(lambda: run(f"r{r}-{name}"))  # noqa: B023 (called at once)
             tps[name].append(value)
-            say(f"round {r}/{rounds} {name:>5}: {value:10.1f} tps{steal}")
-    return tps
+            steals.append(steal)
+            say(f"round {r}/{stop.n_max} {name:>5}: {value:10.1f} tps{steal_words(steal)}")
+    return report(tps, "pglab", "bare", stop, steals)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             cmd = pgbench.pgbench_argv(node, DB, clients=args.clients, jobs=jobs, duration_s=args.seconds,
                                        no_vacuum=True)
             say(f"command: {' '.join(cmd)}")
-            say(f"{args.rounds} rounds of bare and pglab (order alternates), {args.seconds} s each")
+            say(f"up to {args.rounds} rounds of bare and pglab (order alternates), {args.seconds} s each")
             if args.warmup:
                 reset_tables(node)
                 warm = pgbench.pgbench_argv(node, DB, clients=args.clients, jobs=jobs, duration_s=args.warmup,
@@ -146,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
                 "bare": lambda _id: run_bare(node, cmd, args.seconds),
                 "pglab": lambda pid: run_pglab(s, node, store, pid, cmd, args.seconds),
             }
-            report(measure(runners, node, args.rounds), "pglab", "bare")
+            measure(runners, node, Stopping(args.rounds, args.until_resolved, args.look_every, args.budget_s))
 
     return run_main("harness_overhead", args, body)
 

@@ -5,7 +5,8 @@ the provider every ``lag_interval_s``). The logical_replication study does so at
 not lower the throughput it reports. This script sets up a provider and a subscriber (built-in
 logical replication by default, or streaming), then alternates runs with the sampler on (a CSV every
 ``--interval`` s) and off (``lag_csv=None``), in alternating order (A B, B A, ...), and prints the
-ratio of the medians on / off (goal: >= 0.98) and the samples each run took.
+median per-pair ratio on / off with its 95% interval (goal: the interval's low end > 0.98, i.e. a 2%
+loss excluded) and the samples each run took.
 
 Setup and the reset before every run follow ``studies/logical_replication/collect.py`` (``Pair.setup``
 and ``Pair.reset``); the pgbench command is the study's (``-n -P 1``). The system is torn down and
@@ -13,7 +14,8 @@ both nodes stopped on exit, Ctrl-C included.
 
 Run from the project root::
 
-    .venv/bin/python bench/lag_sampler_overhead.py                     # builtin, 4 pairs of 10 s, 4 clients
+    .venv/bin/python bench/lag_sampler_overhead.py                     # builtin, 12 pairs of 10 s, 4 clients
+    .venv/bin/python bench/lag_sampler_overhead.py --rounds 36 --until-resolved  # look every 6 pairs
     .venv/bin/python bench/lag_sampler_overhead.py --system streaming --rounds 2 --seconds 5
     .venv/bin/python bench/lag_sampler_overhead.py --tiny              # seconds: does the script still work?
 
@@ -28,7 +30,20 @@ import os
 import sys
 from dataclasses import dataclass
 
-from common import DB, SETTINGS, RunFailed, order, report, reset_tables, run_main, say, steal_during
+from common import (
+    DB,
+    SETTINGS,
+    RunFailed,
+    Stopping,
+    add_stopping_args,
+    order,
+    report,
+    reset_tables,
+    run_main,
+    say,
+    steal_during,
+    steal_words,
+)
 from pglab.hosts.base import Background
 from pglab.hosts.inventory import load_inventory
 from pglab.nodes.node import Node
@@ -56,12 +71,14 @@ class Run:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--system", choices=sorted(SYSTEMS), default="builtin", help="replication system; default builtin")
-    ap.add_argument("--rounds", type=int, default=4, help="pairs of runs (on, off); default 4")
+    ap.add_argument("--rounds", type=int, default=12,
+                    help="pairs of runs (on, off); the maximum with --until-resolved; default 12")
     ap.add_argument("--seconds", type=int, default=10, help="pgbench -T of every run; default 10")
     ap.add_argument("--clients", type=int, default=4, help="pgbench -c; default 4")
     ap.add_argument("--jobs", type=int, default=None, help="pgbench -j; default min(clients, cores)")
     ap.add_argument("--scale", type=int, default=10, help="pgbench -i -s; default 10")
     ap.add_argument("--interval", type=float, default=0.5, help="lag sampler interval (s) when on; default 0.5")
+    add_stopping_args(ap, "pairs")
     return parse(ap, argv, rounds=1, seconds=1, clients=2, scale=1, interval=0.2)
 
 
@@ -117,21 +134,25 @@ def run_once(s: Session, system: System, store: RunStore, point_id: str, argv: l
 
 
 def measure(s: Session, system: System, store: RunStore, args: argparse.Namespace,
-            argv: list[str]) -> dict[str, list[Run]]:
-    """Interleaved on, off, on, off ...: drift (caches, WAL, bloat) hits both sides alike."""
+            argv: list[str], stop: Stopping) -> tuple[dict[str, list[Run]], list[float | None]]:
+    """Interleaved on, off, off, on ...: drift (caches, WAL, bloat) hits both sides alike; pairs until ``stop``."""
     runs: dict[str, list[Run]] = {"on": [], "off": []}
+    steals: list[float | None] = []
     intervals = {"on": args.interval, "off": None}
-    for r in range(1, args.rounds + 1):
+    r = 0
+    while stop.more([a.tps / b.tps for a, b in zip(runs["on"], runs["off"], strict=True)]):
+        r += 1
         for name in order(list(intervals), r):
             interval = intervals[name]
             reset(system)
             run, steal = steal_during(
                 lambda: run_once(s, system, store, f"r{r}-{name}", argv, args.seconds, interval))  # noqa: B023
             runs[name].append(run)
+            steals.append(steal)
             catchup = "-" if run.catchup_s is None else f"{run.catchup_s:.2f} s"
-            say(f"round {r}/{args.rounds} sampler {name:>3}: {run.tps:10.1f} tps  "
-                f"{run.samples:3d} lag samples  catch-up {catchup}{steal}")
-    return runs
+            say(f"round {r}/{stop.n_max} sampler {name:>3}: {run.tps:10.1f} tps  "
+                f"{run.samples:3d} lag samples  catch-up {catchup}{steal_words(steal)}")
+    return runs, steals
 
 
 def run_all(s: Session, store: RunStore, args: argparse.Namespace) -> None:
@@ -142,11 +163,12 @@ def run_all(s: Session, store: RunStore, args: argparse.Namespace) -> None:
         argv = pgbench.pgbench_argv(provider, DB, clients=args.clients, jobs=jobs, duration_s=args.seconds,
                                     no_vacuum=True, progress_s=1)
         say(f"command: {' '.join(argv)}")
-        say(f"{args.rounds} rounds of sampler on (every {args.interval:g} s) and off (order alternates), "
+        say(f"up to {args.rounds} rounds of sampler on (every {args.interval:g} s) and off (order alternates), "
             f"{args.seconds} s each")
-        runs = measure(s, system, store, args, argv)
+        stop = Stopping(args.rounds, args.until_resolved, args.look_every, args.budget_s)
+        runs, steals = measure(s, system, store, args, argv, stop)
         say(f"lag samples per run, sampler on: {', '.join(str(r.samples) for r in runs['on'])}")
-        report({f"sampler {k}": [r.tps for r in v] for k, v in runs.items()}, "sampler on", "sampler off")
+        report({f"sampler {k}": [r.tps for r in v] for k, v in runs.items()}, "sampler on", "sampler off", stop, steals)
     finally:
         daemons = list(system.processes)
         system.teardown()
