@@ -21,7 +21,7 @@ def recomputed(row: pd.Series) -> str | None:
     if row.verdict == "not measurable here":
         return None
     if str(row.rule).startswith("held if every step holds"):
-        steps = re.findall(r": [^;,]*?\] (held|did not hold|not resolvable here)", str(row.note))
+        steps = re.findall(r"\[[^\]]*\] (held|did not hold|not resolvable here)", str(row.note))
         assert steps, row.note
         return "did not hold" if "did not hold" in steps else "held" if set(steps) == {"held"} else \
             "not resolvable here"
