@@ -191,9 +191,7 @@ def test_steal_flagged_points_are_marked_and_left_out_of_the_summary(tmp_path: P
     from pglab.studies.synchronous_commit import figures as sc_figures
 
     pulled_runs("synchronous_commit")
-    points = pd.read_csv(REPO / "data" / "derived" / "synchronous_commit" / "points.csv")
-    if "level" not in points:
-        points["level"] = points.config
+    points, _ = tables.points_table(REPO / "data" / "raw" / "synchronous_commit")
     writes = points[points.kind == "write"].copy()
     flagged = writes[(writes.config == "off") & (writes["copy"] == 1)].index[:2]
     writes["steal_flag"] = False
