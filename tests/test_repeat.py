@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+import yaml
 from conftest import REPO, pulled_runs, workspaces
 from pglab.app import repeat, spread
 from pglab.app.cli import main
@@ -190,11 +191,17 @@ def test_repeat_publishes_the_last_complete_run_and_leaves_a_partial_one_out(
 @pytest.mark.servers
 @pytest.mark.slow
 def test_collect_repeat_two_smoke_runs(tmp_path: Path) -> None:
-    """Two real smoke runs (about a minute each): both archived, both analysed, the spread written, the last
-    one published."""
+    """Two real runs, smaller than smoke (two levels, one block, about 20 s each): both archived, both
+    analysed, the spread written, the last one published."""
     root = tmp_path / "data"
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({"profile": "tiny", "inventory": str(REPO / "params" / "hosts.yaml"),
+                                      "profiles": {"tiny": {
+                                          "levels": ["on", "off"], "clients": [2], "seconds": 2, "warmup_s": 1,
+                                          "blocks": 1, "scale": 1, "standby_read_blocks": 0,
+                                          "fsync_test_seconds": 0, "transaction_log": False}}}))
     before = workspaces()
-    res = subprocess.run([sys.executable, "-m", "pglab.app.cli", "collect", STUDY, "--profile", "smoke",
+    res = subprocess.run([sys.executable, "-m", "pglab.app.cli", "collect", STUDY, "--params", str(params),
                           "--repeat", "2", "--data-root", str(root), "--quiet"],
                          cwd=REPO, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr
@@ -204,7 +211,8 @@ def test_collect_repeat_two_smoke_runs(tmp_path: Path) -> None:
     t = pd.read_csv(out / "spread.csv")
     assert {f"reproduced_{r}" for r in runs} | {f"verdict_{r}" for r in runs} <= set(t.columns)
     assert set(t["agreement"]) <= {"stable", "mixed", "opposite"} and (t["runs"] <= 2).all()
-    assert ((t["min"] <= t["median"]) & (t["median"] <= t["max"])).all()
+    measured = t.dropna(subset=["median"])  # off's claim; the levels not run have no number
+    assert len(measured) and ((measured["min"] <= measured["median"]) & (measured["median"] <= measured["max"])).all()
     for r in runs:
         assert (out / r / "derived" / "comparison.csv").exists() and any((out / r / "figures").iterdir())
         assert json.loads((root / "runs" / STUDY / r / "manifest.json").read_text())["status"] == "complete"
