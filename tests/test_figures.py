@@ -211,3 +211,23 @@ def test_steal_flagged_points_are_marked_and_left_out_of_the_summary(tmp_path: P
     assert len(crosses) == 1 and len(crosses[0].get_offsets()) == 2
     assert figures.STEAL_LABEL in [t.get_text() for t in ax.get_legend().get_texts()]
     plt.close("all")
+
+
+def test_a_position_below_zero_is_drawn_at_the_edge_not_refused(tmp_path: Path) -> None:
+    """streaming_scale_out's "in between" is a position that can be negative (a smoke run's median once was):
+    the published-vs-reproduced figure draws it at the log axis' left edge with its value."""
+    import pandas as pd
+    from pglab.analysis import claims, tables
+
+    rows = [claims.comparison_row(claims.within("between", 1.0, 0.5, 1.5), [-0.9, -0.3, 1.2]),
+            claims.comparison_row(claims.direction("faster", 1.2), [1.1, 1.2, 1.3])]
+    drawn: list[plt.Figure] = []
+    real_save = figures.save
+    figures.save = lambda fig, out, name: drawn.append(fig) or []  # type: ignore[assignment]
+    try:
+        tables.fig_comparison(pd.DataFrame(rows), tmp_path, "t")
+    finally:
+        figures.save = real_save
+    texts = [t.get_text() for t in drawn[0].axes[0].texts]
+    assert any(t.startswith("to -0.9, median -0.3") for t in texts), texts
+    plt.close("all")

@@ -149,8 +149,9 @@ def fig_comparison(comparison: pd.DataFrame, out: Path, title: str, name: str = 
     seen = pd.concat(cols).astype(float) if cols else pd.Series([1.0])
     seen = seen[(seen > 0) & np.isfinite(seen)]
     left, right = float(min(seen.min(), 1.0)) / 1.3, float(max(seen.max(), 1.0)) * 1.3
-    low = c.ci_low.where(c.ci_low > left, left)
-    ax.errorbar(c.reproduced[ok], y[ok], xerr=[(c.reproduced - low)[ok], (c.ci_high - c.reproduced)[ok]],
+    # a median or interval end at or below the axis' left edge (a position, not a ratio) is drawn at the edge
+    rep, low, high = (c[k].clip(lower=left) for k in ("reproduced", "ci_low", "ci_high"))
+    ax.errorbar(rep[ok], y[ok], xerr=[(rep - low)[ok], (high - rep)[ok]],
                 fmt="o", color="tab:blue", capsize=4,
                 label=f"reproduced: median and {caption(c[ok], n='blocks')}" if ok.any() else "reproduced")
     ax.scatter(c.published, y, marker="s", color="tab:orange", zorder=3, label="published")
@@ -163,8 +164,8 @@ def fig_comparison(comparison: pd.DataFrame, out: Path, title: str, name: str = 
                             else None)
         if ok[i] and row.ci_low <= left:
             ax.plot([left], [i], marker="<", color="tab:blue", ms=7)
-            ax.annotate(f"to {row.ci_low:.2g}", (left, i), xytext=(4, 6), textcoords="offset points", fontsize=7,
-                        color="tab:blue")
+            words = f"to {row.ci_low:.2g}" + (f", median {row.reproduced:.2g}" if row.reproduced <= left else "")
+            ax.annotate(words, (left, i), xytext=(4, 6), textcoords="offset points", fontsize=7, color="tab:blue")
         n = int(row.blocks)
         ax.text(1.01, i, f"{row.verdict} ({n} block{'s' if n != 1 else ''})", transform=ax.get_yaxis_transform(),
                 va="center", fontsize=8)
