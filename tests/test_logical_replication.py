@@ -54,8 +54,12 @@ def test_broken_subscriber_is_caught_and_the_sweep_goes_on(tmp_path: Path, inven
             on_disk.update({d.name: True for d in base.iterdir() if d.name.startswith("builtin_")})
         if len(calls) == 1:
             system.subscriber.query(f"alter subscription {SUBSCRIPTION} disable", dbname="bench")
-        elif len(calls) == 2:
-            system.subscriber.query("delete from pgbench_accounts where aid = 1", dbname="bench")
+        elif len(calls) == 2:  # an account this run updates: the point's own check (touched rows) sees it
+            time.sleep(0.5)
+            system.subscriber.query("delete from pgbench_accounts where aid = (select min(aid) from pgbench_history)",
+                                    dbname="bench")
+        elif len(calls) == 4:  # a row no run touches: only the whole-table check when the pair closes sees it
+            system.subscriber.query("insert into pgbench_accounts values (999999999, 1, 0, '')", dbname="bench")
 
     # one system: it is its own baseline, so a block is builtin twice (A/A); two blocks, four points
     run = collect.collect(tiny(systems=["builtin"], blocks=2, catchup_timeout_s=4), data_root=tmp_path,
@@ -75,7 +79,9 @@ def test_broken_subscriber_is_caught_and_the_sweep_goes_on(tmp_path: Path, inven
     assert m["points"] == {"total": 4, "ok": 2, "failed": 1, "inconsistent": 1}
     assert m["failed_points"] == calls[:2]
     assert m["plan"]["kept_across_blocks"] == ["builtin provider/subscriber pair"]
-    assert 0 < m["measurement_share"] < 1
+    assert 0 < m["measurement_share"] < 1 and m["measured_s"] > 0
+    assert m["systems"]["builtin"]["closing_check"]["consistent"] is False
+    assert m["systems"]["builtin"]["closing_check"]["mismatched"] == ["pgbench_accounts"]
     assert not postgres_pids(m["workspaces"]["local"])
     kept = [Path(d["data_dir"]).name for d in m["evidence"]["kept_data_dirs"]]
     removed = [Path(d["data_dir"]).name for d in m["evidence"]["removed_data_dirs"]]
@@ -88,7 +94,8 @@ def test_broken_subscriber_is_caught_and_the_sweep_goes_on(tmp_path: Path, inven
     assert set(a.points.point) == set(calls[2:])  # only the good points are numbers
     assert sorted(a.failed.status) == ["failed", "inconsistent"]
     row = a.systems.set_index("system").loc["builtin"]
-    assert row.consistency == "INCONSISTENT in 1 of 4 points" and row.not_caught_up == 1 and row.rebuilds == 2
+    assert row.consistency == ("INCONSISTENT when the pair closed: pgbench_accounts differ; and in 1 of 4 points")
+    assert row.not_caught_up == 1 and row.rebuilds == 2
 
 
 @pytest.fixture

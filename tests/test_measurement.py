@@ -186,3 +186,35 @@ def test_the_window_cuts_the_warm_up_and_lists_stalls() -> None:
     assert w["stalls"] == [3.0]
     assert measured_window(PROGRESS, warmup_s=0)["tps"] == pytest.approx(700 / 4)
     assert measured_window("", warmup_s=1)["tps"] is None
+
+
+def test_measured_time_is_the_union_of_a_points_workload_windows(tmp_path, monkeypatch) -> None:
+    """Writes and reads at once count once; a set-up step between two runs does not count."""
+    from pglab.runs.store import RunStore
+
+    clock = iter([0.0, 1.0, 4.0, 5.0, 6.0, 10.0, 11.0, 12.0])  # started/ended in the order called below
+    monkeypatch.setattr("pglab.runs.store.time.monotonic", lambda: next(clock))
+    store = RunStore(tmp_path, "study", "test", {})
+    point = store.point("b01-x", block=1)
+    point.workload_started("primary_")  # 0
+    point.workload_started("standby_")  # 1
+    point.workload_ended("standby_")  # 4: reads 1..4 inside writes 0..5
+    point.workload_ended("primary_")  # 5
+    point.workload_ended("never started")  # ignored: no clock read
+    point.workload_started()  # 6: a second run after set-up 5..6
+    point.workload_ended()  # 10
+    assert point.meta["measured_s"] == 9.0  # 0..5 and 6..10
+
+
+def test_the_measurement_share_counts_finished_points_over_every_attempts_wall_time(tmp_path) -> None:
+    from pglab.runs.opening import measurement_share
+    from pglab.runs.store import RunStore
+
+    store = RunStore(tmp_path, "study", "test", {})
+    for pid, status, seconds in [("b01-a", "ok", 30.0), ("b01-b", "failed", 30.0), ("b02-a", "ok", 45.0)]:
+        point = store.point(pid, block=1)
+        point.meta["measured_s"] = seconds
+        point.finish(status)
+    store.point("setup-a", kind="setup").finish("ok")  # not a planned point
+    store.manifest["collect_s"] = [60.0, 40.0]  # a run and its resume
+    assert measurement_share(store) == {"measured_s": 75.0, "measurement_share": 0.75}

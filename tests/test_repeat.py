@@ -216,6 +216,8 @@ def test_collect_repeat_two_smoke_runs(tmp_path: Path) -> None:
     for r in runs:
         assert (out / r / "derived" / "comparison.csv").exists() and any((out / r / "figures").iterdir())
         assert json.loads((root / "runs" / STUDY / r / "manifest.json").read_text())["status"] == "complete"
+    seeds = [json.loads((root / "runs" / STUDY / r / "manifest.json").read_text())["parameters"]["seed"] for r in runs]
+    assert seeds == [1, 2]  # each repetition its own point order
     assert json.loads((root / "raw" / STUDY / "manifest.json").read_text())["run_id"] == runs[1]
     assert "run 1 of 2" in res.stderr and "run 2 of 2" in res.stderr
     assert f"r1 = {runs[0]}" in res.stdout and "agreement" in res.stdout and str(out / "spread.csv") in res.stdout

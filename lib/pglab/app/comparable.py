@@ -75,7 +75,8 @@ NOTE_FIELDS = ("profile", "git_revision", "start", "inventory", "status", "outco
 IGNORED = frozenset({
     "study", "parameters", "tools", "packages", "hosts", "boot_ids", "nodes", "topology", "systems", "resumes",
     "run_id", "pid", "processes", "control", "workspaces", "local_passfiles", "leftovers", "evidence", "end",
-    "time_s", "measurement_share", "wall_s", "sweep_s", "remeasured", "cleanup", "signals_during_cleanup",
+    "time_s", "measurement_share", "measured_s", "collect_s", "wall_s", "sweep_s", "remeasured", "cleanup",
+    "signals_during_cleanup",
     "plan", "failed_points", *NOTE_FIELDS})
 # What `pglab analyze` reads by default (relative to the working directory, the checkout).
 DEFAULT_REFERENCE = "data/reference"

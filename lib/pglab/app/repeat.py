@@ -4,8 +4,8 @@ Kept out of ``pglab.app.collect``: that module's imports are exactly a DVC colle
 repeating (which analyses) is no part of what a stage runs. Each repetition is an ordinary archived run
 (its own ``data/runs/<study>/<run-id>/``, nothing overwritten); each is analysed into
 ``data/repeats/<study>/<first run id>/<run-id>/``, and ``spread.csv`` there sets them side by side
-(``pglab.app.spread``). ``data/raw/<study>`` gets the last run ``pglab collect`` would have published,
-once, at the end.
+(``pglab.app.spread``). Run i uses the profile's seed plus i - 1. ``data/raw/<study>`` gets the last run
+``pglab collect`` would have published, once, at the end.
 """
 
 from __future__ import annotations
@@ -54,8 +54,10 @@ def collect_repeated(a: argparse.Namespace) -> int:
     for i in range(1, a.repeat + 1):
         print(f"pglab: run {i} of {a.repeat} of {a.study} ({name})", file=sys.stderr, flush=True)
         try:
-            run = collect(p, data_root=a.data_root, profile=name, inventory=inventory, progress=not a.quiet,
-                          resume=_resumed(a))
+            # a seed of its own (seed, seed + 1...): the spread is then over the point order too, which a
+            # run's blocks average out but one seed fixes for all repetitions
+            run = collect(p.model_copy(update={"seed": p.seed + i - 1}), data_root=a.data_root, profile=name,
+                          inventory=inventory, progress=not a.quiet, resume=_resumed(a))
         except PglabError as exc:
             error = exc
             print(f"pglab: run {i} of {a.repeat} failed; the runs before it are tabulated", file=sys.stderr)

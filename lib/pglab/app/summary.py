@@ -19,6 +19,7 @@ def main() -> None:
         if metrics.exists():
             m = json.loads(metrics.read_text())
             print(f"  run     : data/raw/{study}/ = data/runs/{study}/{m.get('run_id')} (profile {m.get('profile')})")
+            print(f"  {'time':<34}: {cost(Path('data/raw', study, 'manifest.json'))}")
             for k in ("tps_at_clients_max", "ratio_to_on", "standby_read_tps", "fdatasync_ops_s",
                       "sustainable_tps_at_clients_max", "ratio_to_streaming_at_clients_max", "consistency",
                       "overhead_factor", "rows_per_s", "ratio_to_none", "ranking"):
@@ -26,6 +27,21 @@ def main() -> None:
                     print(f"  {k:<34}: {m[k]}")
             for claim, verdict in (m.get("verdicts") or {}).items():
                 print(f"  verdict: {claim}: {verdict}")
+
+
+def cost(manifest: Path) -> str:
+    """What the run cost: its wall time, the share of it spent measuring (goal 0.85 at quick) and pglab's
+    own CPU (goal at most 0.5% of the machine)."""
+    if not manifest.exists():
+        return "no manifest"
+    m = json.loads(manifest.read_text())
+    wall = sum(m.get("collect_s") or m.get("wall_s") or [])
+    share = m.get("measurement_share")
+    cpu = m.get("pglab_cpu") or []
+    used, machine = sum(c["process_cpu_s"] for c in cpu), sum(c["cores"] * c["wall_s"] for c in cpu)
+    own = f"{100 * used / machine:.2f}%" if machine else "?"
+    return (f"{wall:.0f} s wall, measuring {'?' if share is None else f'{share:.0%}'} of it (goal 85%), "
+            f"pglab's own CPU {own} of the machine (goal 0.5%)")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ a run killed half-way is still cleaned up.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -29,6 +30,8 @@ from pglab.hosts.inventory import Inventory
 from pglab.nodes.node import Node
 from pglab.nodes.target import Target
 from pglab.nodes.workspace import Workspace
+
+_PORT_LOCK = threading.Lock()
 
 
 class Recorder(Protocol):
@@ -110,11 +113,12 @@ class Deployment:
         return self._tls_settings[host_name]
 
     def _port(self, host_name: str) -> int:
-        used = self.used_ports.setdefault(host_name, set())
-        entry = self.inventory.entry(host_name)
-        port = self.host(host_name).free_port(*entry.port_range, exclude=used)
-        used.add(port)
-        return port
+        with _PORT_LOCK:  # nodes made in threads never share a port
+            used = self.used_ports.setdefault(host_name, set())
+            entry = self.inventory.entry(host_name)
+            port = self.host(host_name).free_port(*entry.port_range, exclude=used)
+            used.add(port)
+            return port
 
     def _update_hba(self) -> None:
         for node in self.nodes:

@@ -5,12 +5,14 @@ The steps, in this order: the parameters validated whole (``pglab.runs.params``)
 once it is checked to be the same study, parameters, plan and machines: ``pglab.runs.resume``), the
 session that stops whatever the measurement starts, and every host of the run opened before the first
 node (pg_hba then admits exactly their data addresses). Each attempt's wall time goes to the
-manifest's ``wall_s`` (one entry per resume).
+manifest's ``wall_s`` (one entry per resume; ``collect_s`` with the clean-up), and the run's
+``measurement_share``, the part of it a workload was measured, is written when the session has closed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -66,3 +68,20 @@ def study_run(study: str, model: type[P], params: dict[str, Any] | P, check: Cal
         s.deploy.open(p.hosts)  # every host first: pg_hba admits exactly their data addresses
         yield Opened(p, store, s, list(planned.points), found, started)
         store.manifest.setdefault("wall_s", []).append(round(time.monotonic() - started, 1))
+    store.manifest.setdefault("collect_s", []).append(round(time.monotonic() - started, 1))  # with the clean-up
+    store.manifest.update(measurement_share(store))
+    store.save()
+
+
+def measurement_share(store: RunStore) -> dict[str, Any]:
+    """The share of the collect's wall time (every attempt, set-up and clean-up included) during which a
+    measured workload ran (``Point.workload_started``/``ended``), over the points that finished ``ok``.
+    The goal is 0.85 at the quick profile: the rest is set-up, resets and checks no figure shows."""
+    measured = 0.0
+    for meta in store.dir.glob("*/meta.json"):
+        m = json.loads(meta.read_text())
+        if "block" in m and m.get("status") == "ok":
+            measured += float(m.get("measured_s") or 0.0)
+    wall = float(sum(store.manifest.get("collect_s", [])))
+    share = round(measured / wall, 3) if wall > 0 else None
+    return {"measured_s": round(measured, 1), "measurement_share": share}

@@ -17,9 +17,11 @@ import json
 import os
 import shutil
 import subprocess
+import threading
+import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ from pglab.hosts.base import Result
 from pglab.runs import runs_index
 
 MANIFEST = "manifest.json"
+_SAVE_LOCK = threading.Lock()
 PACKAGES = ("pglab", "psycopg", "pandas", "seaborn", "matplotlib", "fabric", "papermill", "dvc", "pydantic",
             "scipy", "numpy")
 
@@ -105,10 +108,30 @@ class Point:
 
     dir: Path
     meta: dict[str, Any]
+    _open: dict[str, float] = field(default_factory=dict, repr=False)
+    _windows: list[tuple[float, float]] = field(default_factory=list, repr=False)
 
     @property
     def id(self) -> str:
         return self.dir.name
+
+    def workload_started(self, key: str = "main") -> None:
+        """A measured workload (pgbench, sysbench, the TSBS loader) starts: its window counts toward the
+        run's measurement share (``measured_s`` over the collect's wall time)."""
+        self._open[key] = time.monotonic()
+
+    def workload_ended(self, key: str = "main") -> None:
+        """...and ends. Windows that overlap (writes and reads at once) count once: ``measured_s`` is the
+        length of their union, so a point is never measured for longer than it ran."""
+        t0 = self._open.pop(key, None)
+        if t0 is None:
+            return
+        self._windows.append((t0, time.monotonic()))
+        total, end = 0.0, float("-inf")
+        for a, b in sorted(self._windows):
+            total += max(0.0, b - max(a, end))
+            end = max(end, b)
+        self.meta["measured_s"] = round(total, 3)
 
     def record(self, result: Result, prefix: str = "") -> None:
         (self.dir / f"{prefix}command.txt").write_text(result.command + "\n")
@@ -146,7 +169,8 @@ class RunStore:
         runs_index.register(self.dir / MANIFEST)  # findable by `pglab cleanup` whatever the data root
 
     def save(self) -> None:
-        write_json(self.dir / MANIFEST, self.manifest)
+        with _SAVE_LOCK:  # a thread of the run may save too (samplers)
+            write_json(self.dir / MANIFEST, self.manifest)
 
     def add_node(self, description: dict[str, Any]) -> None:
         self.manifest["nodes"].append(description)

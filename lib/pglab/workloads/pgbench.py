@@ -49,16 +49,29 @@ def session_env(node: Target, settings: Mapping[str, Any] | None = None,
 
 
 def run(node: Node, point: Point, argv: list[str], *, timeout: float, prefix: str = "",
-        settings: Mapping[str, Any] | None = None, client: Client | None = None) -> Result:
-    """Run on the client's host to completion (killed at ``timeout``); record the raw output first."""
+        settings: Mapping[str, Any] | None = None, client: Client | None = None,
+        measured: bool | None = None) -> Result:
+    """Run on the client's host to completion (killed at ``timeout``); record the raw output first.
+    ``measured``: whether its time counts as measuring (default: unless it is ``pgbench -i``, which
+    is set-up except where a study reports its phases' times)."""
     host = (client or Client.on_node_host(node)).host
+    measured = not _initialises(argv) if measured is None else measured
+    if measured:
+        point.workload_started(prefix or "main")
     try:
         result = host.run(argv, env=session_env(node, settings, client), timeout=timeout, check=False)
     except ProcessError as exc:  # timed out: keep what it printed
         result = Result(host.name, exc.command, -1, exc.stdout, exc.stderr + "\npglab: timed out\n",
                         timeout)
+    if measured:
+        point.workload_ended(prefix or "main")
     point.record(result, prefix)
     return result
+
+
+def _initialises(argv: Sequence[str]) -> bool:
+    """``pgbench -i``: set-up, not part of the measured window (measurement share)."""
+    return any(a in ("-i", "--initialize") for a in argv)
 
 
 def start(node: Node, point: Point, argv: list[str], *, prefix: str,
@@ -66,6 +79,8 @@ def start(node: Node, point: Point, argv: list[str], *, prefix: str,
     """Start in the background on the client's host; output lands in its workspace until ``collect``."""
     c = client or Client.on_node_host(node)
     base = f"{c.ws.base}/{point.id}-{prefix}"
+    if not _initialises(argv):
+        point.workload_started(prefix or "main")
     return c.host.start(argv, f"{base}stdout.txt", f"{base}stderr.txt", env=session_env(node, settings, c))
 
 
@@ -75,6 +90,7 @@ def collect(proc: Background, point: Point, prefix: str, timeout: float) -> Resu
         code = proc.wait(timeout)
     except ProcessError:
         code = -1
+    point.workload_ended(prefix or "main")
     out, err = proc.output()
     result = Result(proc.host.name, proc.command, code, out, err, 0.0)
     point.record(result, prefix)

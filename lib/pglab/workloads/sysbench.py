@@ -57,10 +57,15 @@ def run(target: Target, point: Point, argv: list[str], *, client: Client, timeou
         prefix: str = "") -> Result:
     """Run on the client's host to completion (killed at ``timeout``); record the raw output first."""
     host = client.host
+    measured = argv[-1] == "run"  # prepare and cleanup are set-up (measurement share)
+    if measured:
+        point.workload_started(prefix or "main")
     try:
         result = host.run(argv, env=client.env(target), timeout=timeout, check=False)
     except ProcessError as exc:  # timed out: keep what it printed
         result = Result(host.name, exc.command, -1, exc.stdout, exc.stderr + "\npglab: timed out\n", timeout)
+    if measured:
+        point.workload_ended(prefix or "main")
     point.record(result, prefix)
     return result
 

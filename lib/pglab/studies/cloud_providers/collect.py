@@ -207,7 +207,9 @@ def _run(h: Handle, point: Point, argv: list[str], timeout: float, prefix: str =
     """A client program against the target, raw output recorded first (PGDATABASE set for psql-like use)."""
     if argv[0] == sysbench.PROGRAM:
         return sysbench.run(h.target, point, argv, client=h.client, timeout=timeout, prefix=prefix)
-    return pgbench.run(h.node or h.target, point, argv, timeout=timeout, prefix=prefix, client=h.client)  # type: ignore[arg-type]
+    # pgbench -i too is measured here: its time per phase is one of the study's results
+    return pgbench.run(h.node or h.target, point, argv, timeout=timeout, prefix=prefix, client=h.client,  # type: ignore[arg-type]
+                       measured=True)
 
 
 def _measure(pl: Planned, point: Point, h: Handle, p: Params, cores: int, watch: Watch) -> str | None:

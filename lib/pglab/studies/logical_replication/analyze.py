@@ -111,8 +111,12 @@ def system_table(manifest: dict[str, Any], points: pd.DataFrame, failed: pd.Data
         f = failed[failed.system == name]
         incons = int((f.status == "inconsistent").sum())
         not_caught = int(f.error.fillna("").str.startswith("not caught up").sum())
+        closing = i.get("closing_check") or {}
         if i.get("status") != "measured":
             verdict = f"no data: {i.get('status')}"
+        elif closing.get("consistent") is False:
+            verdict = f"INCONSISTENT when the pair closed: {', '.join(closing.get('mismatched') or [])} differ"
+            verdict += f"; and in {incons} of {ok + len(f)} points" if incons else ""
         elif incons:
             verdict = f"INCONSISTENT in {incons} of {ok + len(f)} points"
         elif ok and not len(f):

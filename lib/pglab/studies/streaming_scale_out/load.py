@@ -81,6 +81,7 @@ def load(st: State, point: Point, mode: str) -> str | None:
     argv = loader_argv(st, point, out, mode == "per_transaction")
     expected = [] if mode == "none" else [sb.name for sb in st.insert_standbys()]
     need = st.p.sync_count if mode in SYNC_MODES and mode != "per_transaction" else 0  # SET LOCAL local: no wait
+    point.workload_started("load_")
     bg = st.s.track_background(c.host.start(argv, f"{out}.stdout", f"{out}.stderr", env=env))
     reason = None
     try:
@@ -99,6 +100,7 @@ def load(st: State, point: Point, mode: str) -> str | None:
         if lag.error:
             point.meta["lag_sampler_error"] = lag.error
     finally:
+        point.workload_ended("load_")
         if bg.running():
             bg.stop()
             _release_waiters(primary)
