@@ -184,8 +184,10 @@ def test_what_could_not_be_stopped_makes_the_run_cleanup_failed_and_cleanup_stop
 def test_a_pid_that_now_belongs_to_another_process_is_left_alone(tmp_path: Path) -> None:
     sleep = subprocess.Popen(["sleep", "300"], start_new_session=True)
     try:
-        real = procs.identity(LocalHost(), sleep.pid)
-        assert real is not None
+        deadline = time.monotonic() + 10  # under load /proc shows an empty command line mid-exec (seen in CI)
+        while (real := procs.identity(LocalHost(), sleep.pid)) is None or real["cmdline"] != ["sleep", "300"]:
+            assert time.monotonic() < deadline, f"sleep's identity never settled: {real}"
+            time.sleep(0.05)
         entry = {"host": "local", "pid": sleep.pid, "command": "pgbench -c 4 bench"}
         for fake in ({"start_time": real["start_time"] - 100},  # an earlier process had this PID
                      {"cmdline": ["sh", "-c", "pgbench -c 4 bench > out"]},
