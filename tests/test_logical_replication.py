@@ -203,11 +203,18 @@ def test_sigterm_mid_run_stops_servers_and_daemons(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_daemons_and_servers_are_gone_after_a_complete_study(tmp_path: Path, inventory: Inventory) -> None:
-    run = collect.collect(tiny(systems=["slony"], clients=[1], run_seconds=1), data_root=tmp_path, profile="test",
-                          inventory=inventory, progress=False)
-    m = json.loads((run / "manifest.json").read_text())
-    assert m["status"] == "complete" and m["points"]["ok"] == 2  # slony, and slony again (A/A)
-    assert len(m["processes"]) == 4 and all(p["stopped"] for p in m["processes"])  # both slons, two pgbench
+    """Also: the pairs are set up at the same time (in threads), and each is closed after its closing check."""
+    run = collect.collect(tiny(systems=["slony", "builtin"], clients=[1], run_seconds=1), data_root=tmp_path,
+                          profile="test", inventory=inventory, progress=False)
+    m, points = json.loads((run / "manifest.json").read_text()), metas(run)
+    assert m["status"] == "complete" and m["points"]["ok"] == 3  # slony twice (A/A), builtin
+    assert len(m["processes"]) == 5 and all(p["stopped"] for p in m["processes"])  # both slons, three pgbench
     assert not processes_mentioning(m["workspaces"]["local"])
     assert not Path(m["workspaces"]["local"]).exists()  # removed on success; server logs copied first
-    assert {p.name for p in (run / "logs").iterdir()} == {"slony_provider.log", "slony_subscriber.log"}
+    assert {p.name for p in (run / "logs").iterdir()} == {f"{name}_{role}.log" for name in ("slony", "builtin")
+                                                          for role in ("provider", "subscriber")}
+    setups = [meta for meta in points.values() if meta["kind"] == "setup"]
+    assert [meta["status"] for meta in setups] == ["ok", "ok"]
+    assert max(meta["start"] for meta in setups) < min(meta["end"] for meta in setups)  # at the same time
+    for name in ("slony", "builtin"):
+        assert m["systems"][name]["closing_check"]["consistent"] is True

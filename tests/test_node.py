@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
 import pytest
@@ -52,6 +54,26 @@ def test_primary_with_synchronous_standby(placed: tuple[Inventory, tuple[str, st
     for base in bases:
         assert not postgres_pids(base)  # the sshd and lab "remotes" run on this machine too: same check
         assert not primary.host.exists(base)  # removed after success (one filesystem for all hosts here)
+
+
+def test_threads_get_one_workspace_per_host_and_one_password(inventory: Inventory) -> None:
+    """Pairs are set up in threads: each host gets one workspace, every workspace the run's one password
+    (session 15's race made two, and nodes of the two refused each other's password)."""
+    names = ["local", "ssh"] * 3
+    with session(inventory) as s:
+        start = threading.Barrier(len(names))
+
+        def make(name: str) -> tuple[str, int, str, int]:
+            start.wait()
+            ws = s.deploy.workspace(name)
+            return name, id(ws), ws.password, s.deploy._port(name)
+
+        with ThreadPoolExecutor(len(names)) as pool:
+            made = list(pool.map(make, names))
+        assert len({(name, ws) for name, ws, _, _ in made}) == 2
+        assert len({password for _, _, password, _ in made}) == 1
+        assert len({(name, port) for name, _, _, port in made}) == len(names)
+        assert set(s.deploy.workspaces) == {"local", "ssh"}
 
 
 def test_cleanup_after_an_exception(inventory: Inventory) -> None:

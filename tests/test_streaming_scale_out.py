@@ -113,7 +113,7 @@ def test_every_mode_is_in_effect(smoke_run: tuple[Path, analyze.Analysis]) -> No
         seen.add(mode)
         assert meta["synchronous_commit_in_effect"] == LEVEL[mode]
         if mode == "none":
-            assert meta["sync_state"] == {} and meta["standbys_running"] == []
+            assert meta["sync_state"] == {} and meta["standbys_streaming"] == []
         elif mode == "async":
             assert meta["sync_state"] == {"sb1": "async", "sb2": "async"}
         else:  # ANY 1 (sb1, sb2): both quorum standbys
@@ -135,7 +135,7 @@ def test_same_rows_on_every_node_and_same_query_results(smoke_run: tuple[Path, a
         assert len({json.dumps(v) for v in counts.values()}) == 1, counts
         assert int(counts["primary"][0]) == rows
         meta = json.loads((counts_file.parent / "meta.json").read_text())
-        assert set(counts) == {"primary", *meta["standbys_running"]}
+        assert set(counts) == {"primary", *meta["standbys_streaming"]}
     checks = load_manifest(run)["read_checks"]
     assert set(checks) == {"plain", "partitioned"}
     for chk in checks.values():

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -53,7 +53,6 @@ class Claim:
     value: float = 1.0  # greater / less: the bound; within: the lower end
     upper: float = math.nan  # within: the upper end
     kind: str = "direction"  # how the rule is said: direction, threshold, size, equivalence, bound, range
-    needs: str = ""  # the machine property its answer depends on (``hardware``)
 
     @property
     def tested(self) -> str:
@@ -64,43 +63,39 @@ class Claim:
         side, other = ("above", "below") if self.rule == "greater" else ("below", "above")
         return f"held if the interval lies {side} {v} ({self.kind}); did not hold if it lies {other} it"
 
-    def at(self, text: str) -> Claim:
-        return replace(self, text=text)
 
-
-def direction(text: str, published: float, faster: bool = True, needs: str = "") -> Claim:
+def direction(text: str, published: float, faster: bool = True) -> Claim:
     """The ratio is above 1 (``faster``) or below it."""
-    return Claim(text, published, "greater" if faster else "less", 1.0, kind="direction", needs=needs)
+    return Claim(text, published, "greater" if faster else "less", 1.0, kind="direction")
 
 
-def threshold(text: str, published: float, bound: float, above: bool = True, needs: str = "") -> Claim:
+def threshold(text: str, published: float, bound: float, above: bool = True) -> Claim:
     """The ratio is above (or below) a stated bound: "an order of magnitude", "flat"."""
-    return Claim(text, published, "greater" if above else "less", bound, kind="threshold", needs=needs)
+    return Claim(text, published, "greater" if above else "less", bound, kind="threshold")
 
 
-def about(text: str, published: float, size: float, tolerance: float = ABOUT, needs: str = "") -> Claim:
+def about(text: str, published: float, size: float, tolerance: float = ABOUT) -> Claim:
     """The ratio is ``size`` within a factor f either way: f = 1 + ``tolerance``, or less for a size near 1
     (at most the square root of the size's distance from 1, so that the band never holds "no effect":
     "about 1.2x" is 1.095x..1.31x, not 1.0x..1.44x)."""
     f = min(1 + tolerance, math.sqrt(max(size, 1 / size)))
-    return Claim(text, published, "within", size / f, size * f, kind="size", needs=needs)
+    return Claim(text, published, "within", size / f, size * f, kind="size")
 
 
-def equivalent(text: str, published: float, margin: float = MARGIN, needs: str = "") -> Claim:
+def equivalent(text: str, published: float, margin: float = MARGIN) -> Claim:
     """No difference: the ratio within a factor 1 + ``margin`` of 1."""
-    return Claim(text, published, "within", 1 / (1 + margin), 1 + margin, kind="equivalence", needs=needs)
+    return Claim(text, published, "within", 1 / (1 + margin), 1 + margin, kind="equivalence")
 
 
-def no_worse(text: str, published: float, higher_is_better: bool = True, margin: float = MARGIN,
-             needs: str = "") -> Claim:
+def no_worse(text: str, published: float, higher_is_better: bool = True, margin: float = MARGIN) -> Claim:
     """Non-inferiority: not lower than 1 / (1 + margin) (or not higher than 1 + margin)."""
     if higher_is_better:
-        return Claim(text, published, "greater", 1 / (1 + margin), kind="bound", needs=needs)
-    return Claim(text, published, "less", 1 + margin, kind="bound", needs=needs)
+        return Claim(text, published, "greater", 1 / (1 + margin), kind="bound")
+    return Claim(text, published, "less", 1 + margin, kind="bound")
 
 
-def within(text: str, published: float, low: float, high: float, needs: str = "") -> Claim:
-    return Claim(text, published, "within", low, high, kind="range", needs=needs)
+def within(text: str, published: float, low: float, high: float) -> Claim:
+    return Claim(text, published, "within", low, high, kind="range")
 
 
 def last_look_confidence(first: int, alpha: float = 1 - CONFIDENCE) -> float:

@@ -2,9 +2,9 @@
 
 Why: on a 2-core VM with a fast virtual disk, "off is an order of magnitude faster than on" does not
 hold because the disk flushes 4,000 times a second where the article's SATA disk flushed about 120
-times; that is a difference of hardware, not a refutation. Every claim names the property it depends
-on (``claims.Claim.needs``), and its row of comparison.csv shows the property here and in the article,
-and what would answer the claim where this machine cannot.
+times; that is a difference of hardware, not a refutation. Each study's analysis passes the property a
+claim depends on to its row (``claims.Machine``), and the row of comparison.csv shows the property here
+and in the article, and what would answer the claim where this machine cannot.
 """
 
 from __future__ import annotations

@@ -31,8 +31,6 @@ from pglab.nodes.node import Node
 from pglab.nodes.target import Target
 from pglab.nodes.workspace import Workspace
 
-_PORT_LOCK = threading.Lock()
-
 
 class Recorder(Protocol):
     """What a Deployment reports as it goes (``pglab.runs.session.Session`` records it in the manifest)."""
@@ -58,6 +56,9 @@ class Deployment:
         self.used_ports: dict[str, set[int]] = {}
         self._tls_settings: dict[str, dict[str, Any]] = {}
         self._ca: Any = None
+        # pairs and standbys are set up in threads: without it two threads each made the host's workspace,
+        # each with its own password, and nodes of the two refused each other (the set-up race of session 15)
+        self._lock = threading.RLock()
         if tls:
             from pglab.hosts import tls as tls_mod
 
@@ -66,6 +67,10 @@ class Deployment:
     # -- hosts and workspaces -----------------------------------------------------------------------
     def host(self, name: str) -> Host:
         """Open ``name`` (once). A host opened while nodes run is admitted by every node's pg_hba."""
+        with self._lock:
+            return self._host(name)
+
+    def _host(self, name: str) -> Host:
         if name not in self.hosts:
             host = self.inventory.connect(name)
             self.hosts[name] = host
@@ -85,6 +90,11 @@ class Deployment:
         return list(dict.fromkeys(h.data_address for h in self.hosts.values()))
 
     def workspace(self, host_name: str) -> Workspace:
+        """The host's workspace, made once: every workspace of the run shares the first one's password."""
+        with self._lock:
+            return self._workspace(host_name)
+
+    def _workspace(self, host_name: str) -> Workspace:
         if host_name not in self.workspaces:
             host = self.host(host_name)
             entry = self.inventory.entry(host_name)
@@ -104,6 +114,10 @@ class Deployment:
         """ssl settings for nodes on ``host_name`` (one certificate per host, for its data address)."""
         if self._ca is None:
             return {}
+        with self._lock:
+            return self._install_server_tls(host_name)
+
+    def _install_server_tls(self, host_name: str) -> dict[str, Any]:
         if host_name not in self._tls_settings:
             from pglab.hosts import tls as tls_mod
 
@@ -113,7 +127,7 @@ class Deployment:
         return self._tls_settings[host_name]
 
     def _port(self, host_name: str) -> int:
-        with _PORT_LOCK:  # nodes made in threads never share a port
+        with self._lock:  # nodes made in threads never share a port
             used = self.used_ports.setdefault(host_name, set())
             entry = self.inventory.entry(host_name)
             port = self.host(host_name).free_port(*entry.port_range, exclude=used)

@@ -67,8 +67,9 @@ class Planned:
 
 
 def plan_blocks(configs: Sequence[str], baseline: str, groups: Sequence[Group], blocks: int, seed: int,
-                prefix: str = "", aa: bool = True) -> list[Planned]:
-    """Every configuration once per block and group, the baseline twice (``aa``), in a seeded order.
+                prefix: str = "", aa: bool = True, start: int = 1) -> list[Planned]:
+    """Every configuration once per block and group, the baseline twice (``aa``), in a seeded order;
+    blocks ``start``..``blocks`` (a block added later is planned alone, with a seed of its own).
 
     Blocks run one after the other (block 1 at every group, then block 2...): a slow drift of the
     machine then spreads over every configuration alike instead of following one of them.
@@ -78,7 +79,7 @@ def plan_blocks(configs: Sequence[str], baseline: str, groups: Sequence[Group], 
             raise ValueError(f"baseline {baseline!r} is not one of the configurations {list(cs)}")
     rng = random.Random(seed)
     out: list[Planned] = []
-    for b in range(1, blocks + 1):
+    for b in range(start, blocks + 1):
         order = list(groups)
         rng.shuffle(order)
         for g in order:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pglab.runs.opening import Opened
-from pglab.runs.sweep import Planned
+from pglab.runs.sweep import Planned, finished
 from pglab.workloads import observed
 
 #: why the adding stopped, as the manifest and the report say it
@@ -77,8 +77,6 @@ def extend(run: Opened[Any], measure: observed.Measure, *, first: int, max_block
 
 def _recount(store: Any) -> None:
     """The manifest's point counts over every point, planned and added (each sweep.run counted its own)."""
-    from pglab.runs.sweep import finished
-
     counts: dict[str, int] = {"total": 0, "ok": 0, "failed": 0}
     for status in finished(store).values():
         counts["total"] += 1

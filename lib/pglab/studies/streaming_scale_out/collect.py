@@ -2,7 +2,7 @@
 
 Topology (``pglab.nodes.topology.streaming``): the primary on ``primary_host``, standby ``sb1``... on
 ``standby_hosts`` (default: the primary's host), each with a physical replication slot so that a standby
-stopped for the ``none`` mode catches up afterwards. The loader and the query clients run on
+detached for the ``none`` mode catches up afterwards. The loader and the query clients run on
 ``client_host`` (default: the primary's host).
 
 Insert points: the mode is put in effect and proved (a new session's ``SHOW synchronous_commit``, each

@@ -1,7 +1,7 @@
-"""The streaming_scale_out topology and what is in effect on it: the mode, the running standbys, the table.
+"""The streaming_scale_out topology and what is in effect on it: the mode, the streaming standbys, the table.
 
 The primary on ``primary_host``, standby ``sb1``... on ``standby_hosts`` (default: the primary's host),
-each with a physical replication slot so that a standby stopped for the ``none`` mode catches up
+each with a physical replication slot so that a standby detached for the ``none`` mode catches up
 afterwards. A mode is put in effect and proved: a new session's ``SHOW synchronous_commit``, each
 standby's ``sync_state``.
 """
@@ -32,7 +32,7 @@ HYPERTABLE = "hypertable"
 
 @dataclass
 class State:
-    """The run's topology and what is in effect now (mode, running standbys, the loaded layout)."""
+    """The run's topology and what is in effect now (mode, streaming standbys, the loaded layout)."""
 
     s: Session
     p: Params
@@ -40,7 +40,7 @@ class State:
     client: topology.Client
     timescale: str | None
     mode: str | None = None
-    running: set[str] = field(default_factory=set)
+    streaming: set[str] = field(default_factory=set)  # attached to the primary; the others run detached
     loaded: str | None = None  # layout whose full data set is loaded and analysed (for reads)
 
     @property
@@ -54,7 +54,9 @@ class State:
 def deploy(s: Session, p: Params, store: RunStore, timescale: str | None) -> State:
     """The primary and the insert standbys (with slots), the database, the tags; TimescaleDB if installed."""
     settings: dict[str, Any] = {"max_connections": p.max_connections(), "max_wal_senders": 10,
-                                "max_replication_slots": 10, "hot_standby_feedback": "on", **p.server_settings}
+                                "max_replication_slots": 10, "hot_standby_feedback": "on",
+                                # a re-attached standby's walreceiver starts within this (default 5 s)
+                                "wal_retrieve_retry_interval": "100ms", **p.server_settings}
     if timescale:
         settings["shared_preload_libraries"] = "timescaledb"
     topo = topology.streaming(s.deploy, p.primary_host, [(f"sb{i + 1}", p.standby_host(i)) for i in range(p.standbys)],
@@ -62,7 +64,7 @@ def deploy(s: Session, p: Params, store: RunStore, timescale: str | None) -> Sta
     primary = topo.primary
     primary.query(f"create database {DB}")
     client = s.deploy.client(p.client_host) if p.client_host else topology.Client.on_node_host(primary)
-    st = State(s, p, topo, client, timescale, running={sb.name for sb in topo.standbys})
+    st = State(s, p, topo, client, timescale, streaming={sb.name for sb in topo.standbys})
     for sb in topo.standbys:
         slot(primary, sb)
     with primary.connect(DB) as conn:
@@ -81,7 +83,7 @@ def deploy(s: Session, p: Params, store: RunStore, timescale: str | None) -> Sta
 
 
 def slot(primary: Node, sb: Node) -> None:
-    """A physical slot per standby: WAL is kept while it is stopped (mode ``none``) until it catches up."""
+    """A physical slot per standby: WAL is kept while it is detached (mode ``none``) until it catches up."""
     primary.query("select pg_create_physical_replication_slot(%s, true)", (sb.name,))
     sb.configure({"primary_slot_name": sb.name}, reload=True)
 
@@ -94,25 +96,48 @@ def ensure_standbys(st: State, n: int) -> None:
         st.topo.standbys.append(sb)
         sb.start()
         slot(st.primary, sb)
-        st.running.add(sb.name)
+        st.streaming.add(sb.name)
         if st.s.store:
             st.s.store.manifest["topology"] = {**st.s.store.manifest["topology"], **st.topo.describe()}
             st.s.store.save()
 
 
-def set_mode(st: State, mode: str, timeout: float = 60) -> dict[str, Any]:
-    """Put ``mode`` in effect on the insert standbys and prove it (SHOW in a new session, sync_state)."""
+def detach(st: State, standbys: list[Node], timeout: float = 30) -> None:
+    """Stop ``standbys`` streaming (an empty primary_conninfo, reloaded) and wait until the primary has
+    no walsender for them. Stopping them instead cost 1-2 s per ``none`` point and as much to restart;
+    detached, they keep running idle and their slots keep the WAL they will replay."""
+    gone = [sb for sb in standbys if sb.name in st.streaming]
+    for sb in gone:
+        sb.configure({"primary_conninfo": ""}, reload=True)
+        st.streaming.discard(sb.name)
+    names = [sb.name for sb in gone]
+    deadline = time.monotonic() + timeout
+    while names and st.primary.query("select count(*) from pg_stat_replication where application_name = any(%s)",
+                                     (names,))[0][0]:
+        if time.monotonic() > deadline:
+            raise ProcessError(st.primary.host.name, "detach standbys", None, "",
+                               f"{', '.join(names)} still streaming {timeout:.0f} s after primary_conninfo was emptied",
+                               timed_out=True)
+        time.sleep(0.02)
+
+
+def attach(st: State, standbys: list[Node]) -> None:
+    """Streaming again (``set_mode`` waits for their state and replay)."""
+    for sb in standbys:
+        if sb.name not in st.streaming:
+            sb.configure({"primary_conninfo": st.primary.replication_conninfo(sb.name)}, reload=True)
+            st.streaming.add(sb.name)
+
+
+def set_mode(st: State, mode: str, timeout: float = 60, replay: bool = True) -> dict[str, Any]:
+    """Put ``mode`` in effect on the insert standbys and prove it (SHOW in a new session, sync_state).
+
+    Without ``replay`` the caller waits for the standbys' replay itself (an insert point: after the
+    table is made afresh, so that the catch-up overlaps it)."""
     p, primary = st.p, st.primary
     wanted = [] if mode == "none" else st.insert_standbys()
-    extra = [sb for sb in st.topo.standbys if sb not in wanted]
-    for sb in extra:  # none: no standby at all; otherwise only the insert standbys replicate
-        if sb.name in st.running:
-            sb.stop()
-            st.running.discard(sb.name)
-    for sb in wanted:
-        if sb.name not in st.running:
-            sb.start()
-            st.running.add(sb.name)
+    detach(st, [sb for sb in st.topo.standbys if sb not in wanted])  # none: no standby at all; otherwise
+    attach(st, wanted)                                                # only the insert standbys replicate
     names = topology.sync_names(p.sync_method, p.sync_count, [sb.name for sb in wanted]) \
         if mode in SYNC_MODES else ""
     primary.configure({"synchronous_standby_names": names, "synchronous_commit": LEVEL[mode]}, reload=True)
@@ -127,8 +152,8 @@ def set_mode(st: State, mode: str, timeout: float = 60) -> dict[str, Any]:
                                            [sb.name for sb in wanted])
     states = topology.Streaming(primary, wanted, p.sync_method if mode in SYNC_MODES else None, p.sync_count) \
         .wait_sync_states(timeout) if wanted else {}
-    for sb in wanted:
-        primary.wait_for_replay(sb, timeout=600)  # a restarted standby first replays what it missed
+    for sb in wanted if replay else []:
+        primary.wait_for_replay(sb, timeout=600)  # a re-attached standby first replays what it missed
     st.mode = mode
     in_tx = None
     if mode == "per_transaction":  # what the loader's SET LOCAL gives a transaction under this default
@@ -139,7 +164,7 @@ def set_mode(st: State, mode: str, timeout: float = 60) -> dict[str, Any]:
     return {"in_transaction_after_set_local": in_tx, "synchronous_commit_in_effect": shown,
             "synchronous_standby_names": names, "sync_state": states,
             "expected_sync_state": {k: sorted(v) for k, v in expect.items()},
-            "standbys_running": sorted(st.running),
+            "standbys_streaming": sorted(st.streaming),
             "set_local": "synchronous_commit = local" if mode == "per_transaction" else None}
 
 
@@ -166,7 +191,7 @@ def row_counts(st: State, nodes: list[Node]) -> dict[str, list[Any]]:
 
 
 def ensure_alive(st: State) -> None:
-    """A standby that should run and does not (it died in an earlier point) ends the run, with its name."""
-    dead = [sb.name for sb in st.topo.standbys if sb.name in st.running and not sb.is_running()]
+    """A standby that died in an earlier point ends the run, with its name."""
+    dead = [sb.name for sb in st.topo.standbys if not sb.is_running()]
     if dead:
         raise Abort(f"standby {', '.join(dead)} is not running any more: the topology is broken")

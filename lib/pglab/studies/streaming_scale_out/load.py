@@ -135,20 +135,20 @@ def insert(st: State, pl: Planned, point: Point, layout: str, watch: Watch) -> s
     backends: SyncRep is the sync modes' cost), then the same rows on every node."""
     mode = pl.config
     ensure_alive(st)
-    point.meta.update(set_mode(st, mode), mode=mode, layout=layout, rows_expected=st.p.rows,
+    point.meta.update(set_mode(st, mode, replay=False), mode=mode, layout=layout, rows_expected=st.p.rows,
                       batch=st.p.batch, clients=st.p.clients)
     fresh_table(st, layout)
     for sb in st.topo.standbys:
-        if sb.name in st.running:
+        if sb.name in st.streaming:
             st.primary.wait_for_replay(sb, timeout=600)
     with watch({"primary": st.primary}):
         reason = load(st, point, mode)
     if reason:
         return reason
-    running = [sb for sb in st.topo.standbys if sb.name in st.running]
+    streaming = [sb for sb in st.topo.standbys if sb.name in st.streaming]
     point.meta["replay_after_load_s"] = {sb.name: round(st.primary.wait_for_replay(sb, timeout=600), 3)
-                                         for sb in running}
-    counts = row_counts(st, [st.primary, *running])
+                                         for sb in streaming}
+    counts = row_counts(st, [st.primary, *streaming])
     point.write_json("counts.json", counts)
     problems = [f"{n} holds {c}, the primary {counts[st.primary.name]}" for n, c in counts.items()
                 if c != counts[st.primary.name]]

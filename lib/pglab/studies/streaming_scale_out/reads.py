@@ -17,6 +17,7 @@ from pglab.studies.streaming_scale_out.deploy import (
     DB,
     START,
     State,
+    attach,
     ensure_alive,
     ensure_standbys,
     fresh_table,
@@ -33,11 +34,8 @@ def read_data(st: State, layout: str, store: RunStore) -> None:
     need = max(p.read_nodes) - 1
     point = store.point(f"readdata-{layout}", unique=True, kind="read_data", layout=layout)
     ensure_standbys(st, need)
-    if st.mode != "async" or any(sb.name not in st.running for sb in st.topo.standbys[:need]):
-        for sb in st.topo.standbys[:need]:
-            if sb.name not in st.running:
-                sb.start()
-                st.running.add(sb.name)
+    if st.mode != "async" or any(sb.name not in st.streaming for sb in st.topo.standbys[:need]):
+        attach(st, st.topo.standbys[:need])
         st.primary.configure({"synchronous_standby_names": "", "synchronous_commit": "on"}, reload=True)
         st.mode = "async"
     fresh_table(st, layout)

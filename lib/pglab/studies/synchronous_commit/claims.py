@@ -17,15 +17,14 @@ from pglab.analysis.claims import Claim
 
 #: level -> the claim about its write tps over ``on``'s (published value filled in from the reference)
 LEVEL_CLAIMS: dict[str, Claim] = {
-    "remote_write": claims.about("remote_write is about 1.2x on", math.nan, 1.2, needs="disk"),
-    "local": claims.about("local is about 1.5x on", math.nan, 1.5, needs="disk"),
-    "off": claims.threshold("off is an order of magnitude faster than on (slow disk)", math.nan, math.sqrt(10),
-                            needs="disk"),
+    "remote_write": claims.about("remote_write is about 1.2x on", math.nan, 1.2),
+    "local": claims.about("local is about 1.5x on", math.nan, 1.5),
+    "off": claims.threshold("off is an order of magnitude faster than on (slow disk)", math.nan, math.sqrt(10)),
 }
-ORDER = claims.direction("on < remote_write < local", 1.0, needs="disk")
+ORDER = claims.direction("on < remote_write < local", 1.0)
 #: the ordering's steps, each a ratio per block of two levels (numerator, denominator)
 ORDER_STEPS = {"remote_write/on": ("remote_write", None), "local/remote_write": ("local", "remote_write")}
-READS = claims.equivalent("standby read tps does not depend on primary load", math.nan, needs="machines")
+READS = claims.equivalent("standby read tps does not depend on primary load", math.nan)
 
 
 def order_steps(per_block: pd.DataFrame) -> dict[str, pd.Series]:

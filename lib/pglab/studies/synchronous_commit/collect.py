@@ -40,8 +40,7 @@ def write_block(p: Params, block: int, levels: set[str]) -> list[Planned]:
     a planned block (``pglab.workloads.adaptive`` adds it after the first look)."""
     groups = [Group(f"c{c:03d}", {"kind": "write", "clients": c}) for c in p.clients]
     keep = [lv for lv in p.levels if lv in levels or lv == p.baseline]
-    return [pl for pl in plan_blocks(keep, p.baseline, groups, block, p.seed + block, prefix="write")
-            if pl.block == block]
+    return plan_blocks(keep, p.baseline, groups, block, p.seed + block, prefix="write", start=block)
 
 
 def interim_per_block(run_dir: Path, baseline: str) -> pd.DataFrame:
