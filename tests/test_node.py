@@ -76,6 +76,22 @@ def test_threads_get_one_workspace_per_host_and_one_password(inventory: Inventor
         assert set(s.deploy.workspaces) == {"local", "ssh"}
 
 
+def test_health_waits_for_a_server_going_down_instead_of_calling_it_running(inventory: Inventory) -> None:
+    """A server shutting down still runs (``pg_ctl status`` says so) while it refuses connections: the
+    point that failed on it was followed by another failed point when health() read that as running."""
+    with session(inventory) as s:
+        node = s.deploy.node("primary", "local").start()
+        held = node.connect()  # a smart shutdown waits for this client; meanwhile new connections are refused
+        node.host.run([node.bin("pg_ctl"), "-D", node.data_dir, "-m", "smart", "-W", "stop"], as_user=node.user)
+        assert node.is_running()
+        threading.Timer(1.5, held.close).start()
+        t0 = time.monotonic()
+        problem = s.health()
+        assert problem and "node primary on host local is not running any more" in problem, problem
+        assert 1.0 < time.monotonic() - t0 < 15
+        node.up = False  # stopped from outside: the session has nothing left to stop
+
+
 def test_cleanup_after_an_exception(inventory: Inventory) -> None:
     """A commit with a dead synchronous standby fails at its deadline; cleanup then stops everything."""
     t0 = time.monotonic()

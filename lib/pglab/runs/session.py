@@ -17,6 +17,7 @@ import contextlib
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -34,6 +35,7 @@ from pglab.runs.signals import deferred_signals, sigterm_as_interrupt
 from pglab.runs.store import RunStore
 
 HEALTH_TIMEOUT_S = 20.0  # a host that takes longer to run `true` is not fit to measure on
+SETTLE_S = 15.0  # a server going down (a crash, an immediate stop) still runs while it refuses connections
 
 
 class Session:
@@ -134,10 +136,14 @@ class Session:
                 return f"host {name} does not answer ({type(exc).__name__}: {first_line(exc)})"
         for node in self.nodes:
             try:
-                if not node.up or node.is_running():
-                    continue
+                state = _settled_state(node) if node.up else "accepting"
             except Exception:  # noqa: BLE001  (its host answered a moment ago: try the next node)
                 continue
+            if state == "accepting":
+                continue
+            if state == "refusing":
+                return (f"node {node.name} on host {node.host.name} runs but has refused connections for "
+                        f"{SETTLE_S:.0f} s (see its server log {node.log_file})")
             tail = (_quietly(node.log_tail, 8) or "").rstrip()
             return (f"node {node.name} on host {node.host.name} is not running any more"
                     + (f"; the last lines of its server log ({node.log_file}):\n" +
@@ -300,3 +306,20 @@ def _stop_node(node: Node, errors: list[str]) -> dict[str, Any] | None:
     if running:
         return {"kind": "node", "host": node.host.name, "node": node.name, "data_dir": node.data_dir}
     return None
+
+
+def _settled_state(node: Node) -> str:
+    """``accepting``, ``stopped`` or ``refusing``, once the node settles: a point fails the moment its
+    server starts to go down, and ``pg_ctl status`` still says running until the postmaster is gone.
+    Reading that as healthy let the next point fail the same way before the run ended."""
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        if not node.is_running():
+            return "stopped"
+        ready = node.host.run([node.bin("pg_isready"), "-q", "-h", node.ws.socket_dir, "-p", str(node.port),
+                               "-t", "3"], as_user=node.user, check=False, timeout=10)
+        if ready.exit_code == 0:
+            return "accepting"
+        if time.monotonic() >= deadline:
+            return "refusing"
+        time.sleep(0.2)
