@@ -10,6 +10,7 @@ the same cut.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -79,3 +80,23 @@ def sysbench_window(intervals: list[dict[str, Any]], warmup_s: float) -> dict[st
             "window_writes_per_s": float(np.mean([i["writes_per_s"] or 0.0 for i in w])),
             "window_p95_ms": float(np.median(p95)) if p95 else None,
             "stalls": len(stalls), "stall_times": " ".join(f"{t:g}" for t in stalls)}
+
+
+def measured_points(run_dir: Path, pattern: str, fields: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """The points of ``run_dir`` matching ``pattern`` that measured (status ok): block, config, copy, steal
+    flag, the meta ``fields`` and the tps of the measured window, read as the analysis reads them.
+
+    What a first look (``pglab.workloads.adaptive``) decides from while the run is still going: the meta the
+    points wrote and their raw output, nothing derived.
+    """
+    rows = []
+    for meta_path in sorted(run_dir.glob(f"{pattern}/meta.json")):
+        meta = json.loads(meta_path.read_text())
+        if meta.get("status") != "ok":
+            continue
+        tps = pgbench_window(meta_path.parent, meta)["tps"]
+        if tps:
+            rows.append({"block": meta["block"], "config": meta["config"], "copy": meta.get("copy", 1),
+                         "steal_flag": bool(meta.get("steal_flag")), "tps": float(tps),
+                         **{f: meta.get(f) for f in fields}})
+    return rows

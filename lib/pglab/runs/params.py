@@ -19,7 +19,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from pglab.errors import ParameterError
 from pglab.userfiles import kind, yaml_mapping
@@ -60,6 +69,22 @@ class StudyParams(BaseModel):
         if info.field_name == "server_settings":
             return not_reserved(v, cls.RESERVED, cls.RESERVED_BY)
         return v
+
+
+class AdaptiveParams(StudyParams):
+    """A study whose collect takes a first look (``pglab.workloads.adaptive``): after ``blocks``, blocks of only
+    what an open claim needs are added, up to ``max_blocks`` in all and none that would end past ``budget_s``
+    seconds of sweep. ``max_blocks`` None: the planned blocks only."""
+
+    blocks: PositiveInt = 6  # blocks planned, and the first look's (>= 6: a 95% interval)
+    max_blocks: PositiveInt | None = None
+    budget_s: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _first_look(self) -> AdaptiveParams:
+        if self.max_blocks is not None and self.max_blocks < self.blocks:
+            raise ValueError(f"max_blocks={self.max_blocks} is below blocks={self.blocks} (the first look)")
+        return self
 
 
 def validate(model: type[M], data: dict[str, Any], source: str) -> M:

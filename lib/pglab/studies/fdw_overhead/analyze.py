@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from pglab.analysis import claims, effects, hardware, placement, result, tables
@@ -24,11 +23,10 @@ from pglab.analysis.waits import fig_waits, wait_note, wait_shares
 from pglab.analysis.window import pgbench_window
 from pglab.parsers.pgbench import parse_summary
 from pglab.runs.store import read_optional
+from pglab.studies.fdw_overhead import claims as fdw_claims
 from pglab.studies.fdw_overhead.figures import fig_factor, fig_latency, fig_round_trips, fig_tps
 from pglab.studies.fdw_overhead.params import TARGETS
 
-FOREIGN_RW = ["FDW_local", "FDW_external"]
-FOREIGN = ["FDW_local", "FDW_external", "FDW_ext_ro"]
 ARTICLE = "article 001: PostgreSQL 9.6.2, two instances on one machine, scale 100, 10 x 10 s, 1 client"
 
 
@@ -89,81 +87,35 @@ def main_variant(points: pd.DataFrame, manifest: dict[str, Any]) -> pd.Series:
             & (points.use_remote_estimate.astype(bool) == bool((par.get("remote_estimates") or [False])[0])))
 
 
-def _geo(df: pd.DataFrame, cols: list[str]) -> pd.Series:
-    """Per block: the geometric mean over the columns present (NaN where none is)."""
-    cols = [c for c in cols if c in df]
-    if not cols:
-        return pd.Series(dtype=float)
-    return np.exp(np.log(df[cols]).mean(axis=1, skipna=False)).dropna()
-
-
-def _per_block(ratios: pd.DataFrame, kind: str, clients: int | None = None) -> pd.DataFrame:
-    r = ratios[ratios.kind == kind]
-    if clients is not None and (r.clients == clients).any():
-        r = r[r.clients == clients]
-    return effects.per_block(r)
-
-
 def compare(ratios: pd.DataFrame, reference_dir: Path, manifest: dict[str, Any], waits: pd.DataFrame,
             round_trips: pd.DataFrame, steal: str = "") -> pd.DataFrame:
-    """Published vs reproduced, one row per claim, each with its rule, interval and verdict.
+    """Published vs reproduced, one row per claim (``fdw_claims``), each with its rule, interval and verdict.
 
     "About 1.7x slower" is a claim of a size (``claims.about``); "far above" one of a threshold: nearer
     the article's factor than no difference, on a log scale. The RO claims use 1 client, as the article
     did, when 1 client was measured.
     """
     ref = reference(reference_dir)
-    ref_f = ref.set_index(["type", "target"]).factor
-    rw, ro = _per_block(ratios, "RW"), _per_block(ratios, "RO", clients=1)
-    aa = pd.concat([rw.get(AA, pd.Series(dtype=float)), ro.get(AA, pd.Series(dtype=float))])
-    noise = effects.noise_floor(aa)
-    aa = np.exp(np.log(aa).groupby(level=0).mean())  # one A/A per block, as every effect
+    factors = {(r.type, r.target): float(r.factor) for r in ref.itertuples() if r.target != "local"}
+    blocks = fdw_claims.Blocks.of(ratios)
     rt = _rt_note(round_trips)
     where = _external_where(manifest)
     par = manifest.get("parameters", {})
     src = par.get("source_host") or "local"
     machine = hardware.instances(where, placement.separate(manifest, [src], [par.get("external_host") or src]))
-    kw: dict[str, Any] = {"aa": aa, "machine": machine}
+    kw: dict[str, Any] = {"aa": blocks.aa(), "machine": machine, "adaptive": manifest.get("plan", {}).get("adaptive")}
+    extra = {"RW": [rt.get("RW", ""), wait_note(_kind(waits, "RW"), "FDW_local", "local"), steal],
+             "RO": [rt.get("RO", ""), wait_note(_kind(waits, "RO"), "FDW_local", "local"), steal],
+             "external": [where]}
+    why_not = {"RW": "RW through a foreign target was not run", "RO": "RO through a foreign target was not run",
+               "RO/RW": "needs RW and RO through FDW_local or FDW_external",
+               "ext_ro": "needs FDW_ext_ro and FDW_external", "external": "needs FDW_local and FDW_external"}
     rows = []
-    pub = {}
-    for kind, table, foreign, about, over in (("RW", rw, FOREIGN_RW, 1.7, "FDW_local and FDW_external"),
-                                              ("RO", ro, FOREIGN, 7.6, "the foreign targets")):
-        pub[kind] = float(np.exp(np.log(ref_f.loc[kind].reindex(foreign)).mean()))
-        how = f"per block: geometric mean over {over} of tps(local) / tps(target), {kind}" + (
-            " at 1 client" if kind == "RO" else "")
-        rows.append(claims.comparison_row(
-            claims.about(f"{kind} through postgres_fdw is about {about:g}x slower than local", pub[kind], about),
-            _geo(table, foreign), noise,
-            "; ".join(x for x in (how, rt.get(kind, ""), wait_note(_kind(waits, kind), "FDW_local", "local"), steal)
-                      if x),
-            measurable=len(table) > 0 and any(c in table for c in foreign),
-            why_not=f"{kind} through a foreign target was not run", **kw))
-    both = pd.concat([_geo(ro, FOREIGN_RW).rename("ro"), _geo(rw, FOREIGN_RW).rename("rw")], axis=1).dropna()
-    pub_rel = pub["RO"] / pub["RW"]
-    rows.append(claims.comparison_row(
-        claims.threshold("the RO overhead factor is far above the RW factor", pub_rel, math.sqrt(pub_rel)),
-        both.ro / both.rw if len(both) else [], noise,
-        "per block: RO factor / RW factor (FDW_local and FDW_external, the same block number); far above = "
-        "nearer the article's ratio than 1 on a log scale", measurable=len(both) > 0,
-        why_not="needs RW and RO through FDW_local or FDW_external", **kw))
-    ro_all = _per_block(ratios, "RO")
-    pub_ro_ext = float(ref_f.loc[("RO", "FDW_external")] / ref_f.loc[("RO", "FDW_ext_ro")])
-    ok = {"FDW_ext_ro", "FDW_external"} <= set(ro_all)
-    rows.append(claims.comparison_row(
-        claims.no_worse("FDW_ext_ro is no faster than FDW_external", pub_ro_ext, higher_is_better=False),
-        (ro_all["FDW_external"] / ro_all["FDW_ext_ro"]).dropna() if ok else [], noise,
-        "per block: tps(FDW_ext_ro) / tps(FDW_external), RO", measurable=ok,
-        why_not="needs FDW_ext_ro and FDW_external", **kw))
-    per = pd.concat([_per_block(ratios, "RW"), ro_all])
-    ok = {"FDW_local", "FDW_external"} <= set(per)
-    pub_ext = float(np.exp(np.mean([math.log(ref_f.loc[(w, "FDW_local")] / ref_f.loc[(w, "FDW_external")])
-                                    for w in ("RW", "RO")])))
-    rows.append(claims.comparison_row(
-        claims.no_worse("FDW_external is no slower than FDW_local", pub_ext),
-        (per["FDW_local"] / per["FDW_external"]).groupby(level=0).apply(lambda s: float(np.exp(np.log(s).mean())))
-        if ok else [], noise,
-        f"per block: tps(FDW_external) / tps(FDW_local), geometric mean over RW and RO; {where}", measurable=ok,
-        why_not="needs FDW_local and FDW_external", **kw))
+    for key, c in fdw_claims.claim_set(factors).items():
+        x = blocks.values(key)
+        note = "; ".join(s for s in (c.how, *extra.get(key, [])) if s)
+        rows.append(claims.comparison_row(c.claim, x, blocks.noise_floor(), note, measurable=len(x) > 0,
+                                          why_not=why_not[key], **kw))
     return claims.comparison_frame(rows)
 
 
@@ -303,7 +255,7 @@ def headline(summary: pd.DataFrame, comparison: pd.DataFrame, manifest: dict[str
 def draw(a: Analysis, out: Path, reference_dir: Path) -> dict[str, list[Path]]:
     """The study's figures, each one function of the derived tables."""
     made = {"tps_by_target": fig_tps(a.points, a.summary, out),
-            "overhead_factor": fig_factor(a.summary, reference(reference_dir), FOREIGN, out)}
+            "overhead_factor": fig_factor(a.summary, reference(reference_dir), list(fdw_claims.FOREIGN), out)}
     if len(a.latency):
         made["latency_by_target"] = fig_latency(a.latency, out)
     if len(a.round_trips):

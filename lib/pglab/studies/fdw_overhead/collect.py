@@ -20,6 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
+from pglab.analysis import effects
+from pglab.analysis.window import measured_points
 from pglab.hosts.inventory import Inventory
 from pglab.nodes.topology import Client
 from pglab.runs import preflight
@@ -28,6 +32,7 @@ from pglab.runs.store import Point
 from pglab.runs.sweep import Group, Planned, plan_blocks
 from pglab.studies.fdw_overhead import STUDY
 from pglab.studies.fdw_overhead.checks import checks, explain, round_trips
+from pglab.studies.fdw_overhead.claims import open_pairs
 from pglab.studies.fdw_overhead.params import Params
 from pglab.studies.fdw_overhead.targets import (
     DATABASES,
@@ -38,7 +43,7 @@ from pglab.studies.fdw_overhead.targets import (
     initialise,
     isolation_in_effect,
 )
-from pglab.workloads import observed, pgbench
+from pglab.workloads import adaptive, observed, pgbench
 from pglab.workloads.observed import Watch
 
 
@@ -85,6 +90,29 @@ def plan(p: Params) -> list[Planned]:
     return plan_blocks(p.targets, p.baseline, groups(p), p.blocks, p.seed)
 
 
+def added_block(p: Params, block: int, pairs: set[str]) -> list[Planned]:
+    """Block ``block`` with the baseline (twice) and the open ``workload:target`` pairs only (``RO:FDW_ext_ro``),
+    at every client count of the main variant (the one the claims are judged on), in the seeded order of a
+    planned block (``pglab.workloads.adaptive`` adds it after the first look)."""
+    main = variants(p)[0].label(p) or "default"
+    kept = []
+    for g in groups(p):
+        keep = tuple(t for t in (g.configs or p.targets) if t == p.baseline or f"{g.factors['kind']}:{t}" in pairs)
+        if g.factors["variant"] == main and len(keep) > 1:
+            kept.append(Group(g.name, g.factors, keep))
+    return plan_blocks(p.targets, p.baseline, kept, block, p.seed + block, start=block)
+
+
+def interim_ratios(run_dir: Path, p: Params) -> pd.DataFrame:
+    """The block ratios of the main variant so far, each point's tps in its measured window as the analysis
+    reads it (``measured_points``): what the first look decides from."""
+    by = ["group", "kind", "clients", "variant"]
+    pts = pd.DataFrame(measured_points(run_dir, "b[0-9]*-*", tuple(by)),
+                       columns=["block", "config", "copy", "steal_flag", "tps", *by])
+    pts = pts[pts.variant == (variants(p)[0].label(p) or "default")].assign(inv_tps=lambda d: 1.0 / d.tps)
+    return effects.block_ratios(pts, p.baseline, by=by, value="inv_tps")
+
+
 def check(p: Params, inventory: Inventory) -> None:
     """Everything that can be known before a server starts; raises PreflightError."""
     problems, hosts = preflight.host_problems(inventory, p.hosts, (*preflight.SERVER_PROGRAMS, "psql"))
@@ -116,6 +144,10 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
             return _measure(pl, point, targets, where, p, cores, watch)
 
         observed.run(run, measure, desc=STUDY, progress=progress)
+        if p.max_blocks and p.max_blocks > p.blocks:
+            adaptive.extend(run, measure, first=p.blocks, max_blocks=p.max_blocks, budget_s=p.budget_s,
+                            still_open=lambda: open_pairs(interim_ratios(store.dir, p)),
+                            block=lambda n, pairs: added_block(p, n, pairs), desc=STUDY, progress=progress)
     return store.dir
 
 

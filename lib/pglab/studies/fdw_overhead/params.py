@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, PositiveInt, model_validator
 
-from pglab.runs.params import StudyParams
+from pglab.runs.params import AdaptiveParams
 
 Target = Literal["local", "FDW_local", "FDW_external", "FDW_ext_ro"]
 TARGETS: tuple[str, ...] = ("local", "FDW_local", "FDW_external", "FDW_ext_ro")
@@ -17,7 +17,7 @@ RESERVED = {"port", "listen_addresses", "unix_socket_directories", "shared_prelo
             "default_transaction_isolation", "pg_stat_statements.track"}
 
 
-class Params(StudyParams):
+class Params(AdaptiveParams):
     UNIQUE = ("targets", "rw_clients", "ro_clients", "protocols", "fetch_sizes",
               "remote_estimates")  # list fields whose entries must not repeat
     RESERVED = RESERVED
@@ -29,7 +29,7 @@ class Params(StudyParams):
     ro_clients: list[PositiveInt] = Field(default_factory=lambda: [1, 5])  # pgbench -S -n; [] = no RO
     seconds: PositiveInt = 10  # pgbench -T per point (with -P 1)
     warmup_s: float = Field(1.0, ge=0)  # cut from the start of every point's -P 1 progress
-    blocks: PositiveInt = 6  # repetitions of every target per workload and client count (>= 6: a 95% interval)
+    # blocks (repetitions of every target per workload and client count), max_blocks, budget_s: ``AdaptiveParams``
     scale: PositiveInt = 1  # pgbench -i -s on the source
     jobs: PositiveInt | None = None  # pgbench -j; default min(clients, host cores)
     max_tries: PositiveInt = 10  # pgbench --max-tries: serialization failures under REPEATABLE READ are retried

@@ -8,7 +8,6 @@ Every point's raw output is written before anything is parsed; analysis lives in
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pglab.analysis.window import pgbench_window
+from pglab.analysis.window import measured_points
 from pglab.errors import ProcessError
 from pglab.hosts.inventory import Inventory
 from pglab.nodes import topology
@@ -45,17 +44,10 @@ def write_block(p: Params, block: int, levels: set[str]) -> list[Planned]:
 
 def interim_per_block(run_dir: Path, baseline: str) -> pd.DataFrame:
     """block x level: the geometric mean over client counts of tps(level) / tps(baseline), each point's tps in
-    its measured window as the analysis reads it (``pgbench_window``), steal-flagged points left out."""
-    rows = []
-    for meta_path in sorted(run_dir.glob("write-*/meta.json")):
-        meta = json.loads(meta_path.read_text())
-        if meta.get("status") != "ok" or meta.get("steal_flag"):
-            continue
-        tps = pgbench_window(meta_path.parent, meta)["tps"]
-        if tps:
-            rows.append({"block": meta["block"], "clients": meta["clients"], "config": meta["config"],
-                         "copy": meta.get("copy", 1), "tps": float(tps)})
-    pts = pd.DataFrame(rows, columns=["block", "clients", "config", "copy", "tps"])
+    its measured window as the analysis reads it (``measured_points``), steal-flagged points left out."""
+    pts = pd.DataFrame(measured_points(run_dir, "write-*", ("clients",)),
+                       columns=["block", "clients", "config", "copy", "steal_flag", "tps"])
+    pts = pts[~pts.steal_flag.astype(bool)]
     if pts.empty:
         return pd.DataFrame()
     log = np.log(pts.tps)

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
-from pglab.runs.params import StudyParams
+from pglab.runs.params import AdaptiveParams
 
 Level = Literal["off", "local", "remote_write", "on", "remote_apply"]
 LEVELS: tuple[str, ...] = ("off", "local", "remote_write", "on", "remote_apply")
@@ -15,7 +15,7 @@ RESERVED = {"port", "synchronous_commit", "synchronous_standby_names", "primary_
             "listen_addresses", "unix_socket_directories"}
 
 
-class Params(StudyParams):
+class Params(AdaptiveParams):
     UNIQUE = ("levels", "clients")  # list fields whose entries must not repeat
     RESERVED = RESERVED
     RESERVED_BY = "the study itself"  # who sets the RESERVED server settings
@@ -25,11 +25,7 @@ class Params(StudyParams):
     clients: list[PositiveInt] = Field(min_length=1)  # pgbench -c: one group of blocks per count
     seconds: PositiveInt = 3  # pgbench -T per point (with -P 1)
     warmup_s: float = Field(1.0, ge=0)  # cut from the start of every point's -P 1 progress
-    blocks: PositiveInt = 6  # repetitions of every level at every client count (>= 6: a 95% interval)
-    # blocks added after the first look, only of the levels an open claim needs (pglab.workloads.adaptive): up to
-    # max_blocks in all, and none that would end past budget_s seconds of sweep; None = the planned blocks only
-    max_blocks: PositiveInt | None = None
-    budget_s: float | None = Field(None, gt=0)
+    # blocks (repetitions of every level at every client count), max_blocks, budget_s: ``AdaptiveParams``
     scale: PositiveInt = 1  # pgbench -i -s
     jobs: PositiveInt | None = None  # pgbench -j; default min(clients, host cores)
     transaction_log: bool = True  # pgbench -l: latency percentiles merged over clients and blocks
@@ -60,8 +56,6 @@ class Params(StudyParams):
     def _baseline_measured(self) -> Params:
         if self.baseline not in self.levels:
             raise ValueError(f"baseline {self.baseline!r} must be one of levels {self.levels}")
-        if self.max_blocks is not None and self.max_blocks < self.blocks:
-            raise ValueError(f"max_blocks={self.max_blocks} is below blocks={self.blocks} (the first look)")
         if self.warmup_s >= self.seconds or self.warmup_s >= self.standby_read_seconds:
             raise ValueError(f"warmup_s={self.warmup_s:g} leaves no measured window in seconds={self.seconds} "
                              f"or standby_read_seconds={self.standby_read_seconds}")

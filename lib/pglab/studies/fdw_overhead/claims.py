@@ -1,0 +1,153 @@
+"""The article's five claims about postgres_fdw's overhead, and which workloads and targets an open one needs.
+
+One place for both uses: the analysis decides each claim from the run's per-block ratios, and the collect's
+first look (``pglab.workloads.adaptive``) asks which (workload, target) pairs the blocks it adds must measure.
+Imported by the collect stage, so it holds the claims and their per-block values, nothing that draws or
+reads files.
+
+Every per-block value is taken over the blocks that measured everything it needs: a block added for one
+open claim (RO only, say) never enters another claim as a half-measured block.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from pglab.analysis import claims, effects
+from pglab.analysis.claims import Claim
+from pglab.analysis.effects import AA
+
+FOREIGN_RW = ("FDW_local", "FDW_external")
+FOREIGN = ("FDW_local", "FDW_external", "FDW_ext_ro")
+#: the article's overhead factors, tps(local) / tps(target) from its mean tps (data/reference/fdw_overhead.csv,
+#: which the analysis reads; tests/test_fdw_claims.py checks the two agree). The first look needs them for
+#: the one bound that depends on the article's numbers (RO factor / RW factor).
+ARTICLE: dict[tuple[str, str], float] = {
+    ("RW", "FDW_local"): 219.2062 / 133.1675, ("RW", "FDW_external"): 219.2062 / 124.5781,
+    ("RO", "FDW_local"): 11475.249 / 1476.397, ("RO", "FDW_external"): 11475.249 / 1519.091,
+    ("RO", "FDW_ext_ro"): 11475.249 / 1507.400,
+}
+RW_ABOUT, RO_ABOUT = 1.7, 7.6  # the article's words: "about 1.7x" and "about 7.6x" slower
+
+
+@dataclass(frozen=True)
+class FdwClaim:
+    """A claim, what its per-block value is, and the (workload, target) pairs that value needs."""
+
+    key: str
+    claim: Claim
+    how: str  # what comparison.csv's note says the per-block value is
+    needs: tuple[tuple[str, str], ...]
+
+
+def _geo(values: list[float]) -> float:
+    return float(np.exp(np.mean(np.log(values))))
+
+
+def claim_set(factors: Mapping[tuple[str, str], float] = ARTICLE) -> dict[str, FdwClaim]:
+    """The five claims, each with its published value from ``factors`` (the article's, by default)."""
+    pub_rw = _geo([factors["RW", t] for t in FOREIGN_RW])
+    pub_ro = _geo([factors["RO", t] for t in FOREIGN])
+    pub_rel = pub_ro / pub_rw
+    pub_ext_ro = factors["RO", "FDW_external"] / factors["RO", "FDW_ext_ro"]
+    pub_ext = _geo([factors[w, "FDW_local"] / factors[w, "FDW_external"] for w in ("RW", "RO")])
+    both = tuple((w, t) for w in ("RW", "RO") for t in FOREIGN_RW)
+    return {c.key: c for c in (
+        FdwClaim("RW", claims.about(f"RW through postgres_fdw is about {RW_ABOUT:g}x slower than local", pub_rw,
+                                    RW_ABOUT),
+                 "per block: geometric mean over FDW_local and FDW_external of tps(local) / tps(target), RW",
+                 tuple(("RW", t) for t in FOREIGN_RW)),
+        FdwClaim("RO", claims.about(f"RO through postgres_fdw is about {RO_ABOUT:g}x slower than local", pub_ro,
+                                    RO_ABOUT),
+                 "per block: geometric mean over the foreign targets of tps(local) / tps(target), RO at 1 client",
+                 tuple(("RO", t) for t in FOREIGN)),
+        FdwClaim("RO/RW", claims.threshold("the RO overhead factor is far above the RW factor", pub_rel,
+                                           math.sqrt(pub_rel)),
+                 "per block: RO factor / RW factor (FDW_local and FDW_external, the same block number); far above "
+                 "= nearer the article's ratio than 1 on a log scale", both),
+        FdwClaim("ext_ro", claims.no_worse("FDW_ext_ro is no faster than FDW_external", pub_ext_ro,
+                                           higher_is_better=False),
+                 "per block: tps(FDW_ext_ro) / tps(FDW_external), RO", (("RO", "FDW_external"), ("RO", "FDW_ext_ro"))),
+        FdwClaim("external", claims.no_worse("FDW_external is no slower than FDW_local", pub_ext),
+                 "per block: tps(FDW_external) / tps(FDW_local), geometric mean over RW and RO", both),
+    )}
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """The run's ratios per block: RW, RO at 1 client (the article's), RO over every client count."""
+
+    rw: pd.DataFrame
+    ro1: pd.DataFrame
+    ro: pd.DataFrame
+
+    @classmethod
+    def of(cls, ratios: pd.DataFrame) -> Blocks:
+        """``ratios``: ``effects.block_ratios`` of the main variant (columns kind and clients among them)."""
+        return cls(_per_block(ratios, "RW"), _per_block(ratios, "RO", clients=1), _per_block(ratios, "RO"))
+
+    def aa(self) -> pd.Series:
+        """One A/A per block: the geometric mean of RW's and RO's (1 client) where both ran."""
+        aa = pd.concat([self.rw.get(AA, pd.Series(dtype=float)), self.ro1.get(AA, pd.Series(dtype=float))])
+        return np.exp(np.log(aa).groupby(level=0).mean()) if len(aa) else aa
+
+    def noise_floor(self) -> float:
+        return effects.noise_floor(pd.concat([self.rw.get(AA, pd.Series(dtype=float)),
+                                              self.ro1.get(AA, pd.Series(dtype=float))]))
+
+    def values(self, key: str) -> pd.Series:
+        """The per-block values of claim ``key`` (empty when the run measured nothing it needs)."""
+        if key == "RW":
+            return _geo_cols(self.rw, FOREIGN_RW)
+        if key == "RO":
+            return _geo_cols(self.ro1, FOREIGN)
+        if key == "RO/RW":
+            both = pd.concat([_geo_cols(self.ro1, FOREIGN_RW).rename("ro"),
+                              _geo_cols(self.rw, FOREIGN_RW).rename("rw")], axis=1).dropna()
+            return both.ro / both.rw
+        if key == "ext_ro":
+            if not {"FDW_ext_ro", "FDW_external"} <= set(self.ro):
+                return pd.Series(dtype=float)
+            return (self.ro["FDW_external"] / self.ro["FDW_ext_ro"]).dropna()
+        if key == "external":
+            per = [t["FDW_local"] / t["FDW_external"] for t in (self.rw, self.ro) if set(FOREIGN_RW) <= set(t)]
+            if not per:  # the workloads the run measured both in; a block needs each of them
+                return pd.Series(dtype=float)
+            both = pd.concat(per, axis=1).dropna()
+            return np.exp(np.log(both).mean(axis=1))
+        raise KeyError(key)
+
+
+def _per_block(ratios: pd.DataFrame, kind: str, clients: int | None = None) -> pd.DataFrame:
+    r = ratios[ratios.kind == kind]
+    if clients is not None and (r.clients == clients).any():
+        r = r[r.clients == clients]
+    return effects.per_block(r)
+
+
+def _geo_cols(df: pd.DataFrame, cols: tuple[str, ...]) -> pd.Series:
+    """Per block: the geometric mean over those of ``cols`` the run measured; only the blocks that measured
+    every one of them (a block added for another claim may lack some)."""
+    present = [c for c in cols if c in df]
+    if not present:
+        return pd.Series(dtype=float)
+    return np.exp(np.log(df[present]).mean(axis=1, skipna=False)).dropna()
+
+
+def open_pairs(ratios: pd.DataFrame) -> set[str]:
+    """The first look: the ``workload:target`` pairs (``RO:FDW_ext_ro``) that a claim still open at 95% needs.
+    A claim decided, or not measurable in this run, needs nothing more."""
+    blocks = Blocks.of(ratios)
+    aa = blocks.aa()
+    run = {f"{k}:{t}" for k, t in zip(ratios.kind, ratios.config, strict=True)} if len(ratios) else set()
+    needed: set[str] = set()
+    for c in claim_set().values():
+        x = blocks.values(c.key)
+        if len(x) and claims.comparison_row(c.claim, x, aa=aa)["verdict"] == "not resolvable here":
+            needed.update(f"{w}:{t}" for w, t in c.needs)
+    return needed & run  # a pair the run does not measure (a target it left out) is no block's business
