@@ -141,6 +141,18 @@ class Host(ABC):
     def read_text(self, path: str) -> str:
         return self.run(["cat", path]).stdout
 
+    def wait_for_file(self, path: str, timeout: float) -> str | None:
+        """The text of ``path`` once it exists, or None after ``timeout`` seconds: one command polling on the
+        host (one round trip, not one per poll)."""
+        script = (f"i=0; while [ ! -e {shlex.quote(path)} ]; do sleep 0.05; i=$((i+1)); "
+                  f"[ $i -gt {int(timeout * 20)} ] && exit {WAIT_EXPIRED}; done; cat {shlex.quote(path)}")
+        res = self.run(["sh", "-c", script], check=False, timeout=timeout + 30)
+        if res.exit_code == WAIT_EXPIRED:
+            return None
+        if res.exit_code != 0:
+            raise ProcessError(self.name, f"wait for {path}", res.exit_code, res.stdout, res.stderr)
+        return res.stdout
+
     def exists(self, path: str) -> bool:
         return self.run(["test", "-e", path], check=False).exit_code == 0
 
@@ -237,20 +249,16 @@ class Background:
         """
         if self.exit_code is not None:
             return self.exit_code
-        script = (f"i=0; while [ ! -e {shlex.quote(self.rc_path)} ]; do sleep 0.05; i=$((i+1)); "
-                  f"[ $i -gt {int(timeout * 20)} ] && exit {WAIT_EXPIRED}; done; cat {shlex.quote(self.rc_path)}")
         try:
-            res = self.host.run(["sh", "-c", script], check=False, timeout=timeout + 30)
+            text = self.host.wait_for_file(self.rc_path, timeout)
         except ProcessError:  # the wait itself timed out or the connection broke: stop what we waited for
             self.stop()
             raise
-        if res.exit_code == WAIT_EXPIRED:
+        if text is None:
             self.stop()
             raise ProcessError(self.host.name, self.command, None, "", f"still running after {timeout:g} s; stopped",
                                timed_out=True)
-        if res.exit_code != 0:
-            raise ProcessError(self.host.name, f"wait for {self.command}", res.exit_code, res.stdout, res.stderr)
-        self.exit_code = int(res.stdout.strip())
+        self.exit_code = int(text.strip())
         return self.exit_code
 
     def running(self) -> bool:

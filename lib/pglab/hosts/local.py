@@ -37,6 +37,25 @@ class LocalHost(Host):
         """Without a subprocess: polled 20 times a second while a benchmark runs (same user, same answer)."""
         return os.path.exists(path)
 
+    def wait_for_file(self, path: str, timeout: float) -> str | None:
+        """Polled here: a subprocess per wait cost pglab more CPU than the polls (every point waits for
+        several background programs)."""
+        deadline = time.monotonic() + timeout
+        while not os.path.exists(path):
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.05)
+        return Path(path).read_text()
+
+    def mkdir(self, path: str, mode: int = 0o700, owner: str | None = None) -> None:
+        """As ``mkdir -p -m`` (the mode only on a directory it creates) without a subprocess: every point
+        makes folders."""
+        if not os.path.isdir(path):
+            os.makedirs(path, exist_ok=True)
+            os.chmod(path, mode)
+        if owner and owner != self.login_user:
+            shutil.chown(path, owner)
+
     def _run_shell(self, line: str, timeout: float | None, stdin: str | None) -> tuple[int, str, str, bool]:
         proc = subprocess.Popen(
             ["sh", "-c", line], stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,

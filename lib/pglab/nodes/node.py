@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import shlex
-import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -14,6 +13,7 @@ import psycopg
 
 from pglab.errors import ProcessError, QueryTimeout
 from pglab.hosts.base import Host
+from pglab.nodes import diagnose
 from pglab.nodes.connection import (
     DIAGNOSE_S,
     QUERY_TIMEOUT_S,
@@ -21,7 +21,6 @@ from pglab.nodes.connection import (
     TCP_KEEPALIVE,
     GuardedConnection,
     GuardedCursor,
-    cut_socket,
 )
 from pglab.nodes.target import Target
 from pglab.nodes.workspace import SUPERUSER, Workspace
@@ -177,6 +176,13 @@ class Node(Target):
     def is_running(self) -> bool:
         return self._as_server([self.bin("pg_ctl"), "-D", self.data_dir, "status"], check=False).exit_code == 0
 
+    def accepts_connections(self, timeout_s: int = 3) -> bool:
+        """``pg_isready`` on the node's socket: a server going down still runs (``is_running``) while it
+        refuses connections, and only this tells the two apart."""
+        ready = self.host.run([self.bin("pg_isready"), "-q", "-h", self.ws.socket_dir, "-p", str(self.port),
+                               "-t", str(timeout_s)], as_user=self.user, check=False, timeout=timeout_s + 7)
+        return ready.exit_code == 0
+
     def log_tail(self, lines: int = 20) -> str:
         return self.host.run(["tail", "-n", str(lines), self.log_file], check=False).stdout
 
@@ -313,34 +319,8 @@ class Node(Target):
             return cur.fetchall() if cur.description else []
 
     def describe_wait(self, pid: int, timeout: float = DIAGNOSE_S) -> str:
-        """What backend ``pid`` is waiting for, in words, from pg_stat_activity (a short-lived session).
-
-        Asked from a helper thread given ``timeout`` seconds: a server that does not answer (a vanished
-        host behind a tunnel) must not hold up the cancel that follows.
-        """
-        answer = [f"something it could not find out (pg_stat_activity did not answer within {timeout:g} s)"]
-        opened: list[psycopg.Connection] = []
-
-        def ask() -> None:
-            try:
-                with psycopg.connect(autocommit=True, **self.conninfo("postgres", timeout, connect_timeout=3)) as conn:
-                    opened.append(conn)
-                    row = conn.execute(
-                        "select a.wait_event_type, a.wait_event, a.state, pg_blocking_pids(%s)::text, "
-                        "current_setting('synchronous_standby_names') "
-                        "from (select 1) one left join pg_stat_activity a on a.pid = %s", (pid, pid)).fetchone()
-                answer[0] = _wait_in_words(pid, *row)  # type: ignore[misc]
-            except Exception as exc:  # noqa: BLE001  (the timeout is reported either way)
-                first = (str(exc).strip().splitlines() or [""])[0]
-                answer[0] = (f"something it could not find out (asking pg_stat_activity failed: "
-                             f"{type(exc).__name__}: {first})")
-
-        helper = threading.Thread(target=ask, name=f"pglab-diagnose-{self.name}", daemon=True)
-        helper.start()
-        helper.join(timeout)
-        if helper.is_alive() and opened:
-            cut_socket(opened[0])  # frees the helper too
-        return answer[0]
+        """What backend ``pid`` is waiting for, in words (``pglab.nodes.diagnose``)."""
+        return diagnose.describe_wait(self, pid, timeout)
 
     def close(self) -> None:
         if self._conn is not None:
@@ -376,20 +356,6 @@ class Node(Target):
             "settings": {n: {"setting": s, "unit": u, "source": src} for n, s, u, src in settings},
             "extensions": dict(ext),
         }
-
-
-def _wait_in_words(pid: int, wtype: str | None, event: str | None, state: str | None, blockers: str,
-                   sync_names: str) -> str:
-    """A pg_stat_activity row as the end of "it was waiting for ..."."""
-    if state is None:
-        return f"nothing any more: backend {pid} was gone"
-    if (wtype, event) == ("IPC", "SyncRep"):
-        return f"a synchronous standby to confirm (IPC:SyncRep; synchronous_standby_names = '{sync_names}')"
-    if wtype == "Lock":
-        return f"a lock (Lock:{event}; blocked by backend pids {blockers})"
-    if wtype:
-        return f"{wtype}:{event} (state {state})"
-    return f"nothing it could name: it was running (state {state}, no wait event)"
 
 
 def _conf_value(v: Any) -> str:

@@ -17,7 +17,6 @@ import contextlib
 import os
 import signal
 import sys
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -312,14 +311,12 @@ def _settled_state(node: Node) -> str:
     """``accepting``, ``stopped`` or ``refusing``, once the node settles: a point fails the moment its
     server starts to go down, and ``pg_ctl status`` still says running until the postmaster is gone.
     Reading that as healthy let the next point fail the same way before the run ended."""
-    deadline = time.monotonic() + SETTLE_S
-    while True:
-        if not node.is_running():
-            return "stopped"
-        ready = node.host.run([node.bin("pg_isready"), "-q", "-h", node.ws.socket_dir, "-p", str(node.port),
-                               "-t", "3"], as_user=node.user, check=False, timeout=10)
-        if ready.exit_code == 0:
-            return "accepting"
-        if time.monotonic() >= deadline:
-            return "refusing"
-        time.sleep(0.2)
+    state = ["refusing"]
+
+    def settled() -> bool:
+        state[0] = ("stopped" if not node.is_running() else
+                    "accepting" if node.accepts_connections() else "refusing")
+        return state[0] != "refusing"
+
+    wait_until(settled, SETTLE_S)
+    return state[0]

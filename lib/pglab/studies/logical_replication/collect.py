@@ -53,7 +53,7 @@ CLASSES: dict[str, type[System]] = {"streaming": Streaming, "builtin": BuiltinLo
 POINT_ERRORS = (ProcessError, psycopg.Error)
 # slowest set-up first, so that the last pair to start is a short one
 SETUP_ORDER = ("londiste", "slony", "pglogical", "builtin", "streaming")
-_EVIDENCE_LOCK = threading.Lock()
+SETUP_WORKERS = 3  # pairs set up at once: 27 s for five on 2 cores, 65 s one after the other
 # A test hook: called once the workload has started (e.g. to break the subscriber mid-run).
 RunHook = Callable[[System, "Planned"], None]
 
@@ -155,6 +155,7 @@ class Pairs:
     def __init__(self, s: Session, store: RunStore, p: Params, clock: dict[str, float]):
         self.s, self.store, self.p, self.clock = s, store, p, clock
         self.pairs: dict[str, Pair | None] = {}
+        self.evidence_lock = threading.Lock()  # two pairs whose set-up failed at once keep their evidence in turn
 
     def get(self, name: str) -> Pair | None:
         """The system's pair, set up if it has none; None once its setup failed (the reason is recorded)."""
@@ -164,7 +165,7 @@ class Pairs:
             return None
         if self.pairs.get(name) is None:
             info["generations"] += 1
-            pair = Pair(self.s, self.store, self.p, name, info["generations"])
+            pair = Pair(self.s, self.store, self.p, name, info["generations"], self.evidence_lock)
             try:
                 pair.setup()
             except POINT_ERRORS as exc:
@@ -176,13 +177,12 @@ class Pairs:
             self.store.save()
         return self.pairs[name]
 
-    def setup_all(self, names: list[str], workers: int = 3) -> None:
-        """Every system's pair, ``workers`` at a time, the slowest first (Londiste's initial copy, Slony's
-        subscribe). Measured on 2 cores: 27 s for five pairs three at a time, 65 s one after the other.
-        A failed set-up is recorded in the manifest and leaves the others going."""
+    def setup_all(self, names: list[str]) -> None:
+        """Every system's pair, ``SETUP_WORKERS`` at a time, the slowest first (Londiste's initial copy, Slony's
+        subscribe). A failed set-up is recorded in the manifest and leaves the others going."""
         t0 = time.monotonic()
         order = sorted(names, key=lambda n: SETUP_ORDER.index(n) if n in SETUP_ORDER else len(SETUP_ORDER))
-        with ThreadPoolExecutor(max(1, min(workers, len(order))), thread_name_prefix="setup") as pool:
+        with ThreadPoolExecutor(max(1, min(SETUP_WORKERS, len(order))), thread_name_prefix="setup") as pool:
             for future in [pool.submit(self.get, name) for name in order]:
                 future.result()
         self.clock["setup_s"] += time.monotonic() - t0
@@ -217,8 +217,9 @@ class Pairs:
 class Pair:
     """One system's provider and subscriber, set up once and reused until a point breaks them."""
 
-    def __init__(self, s: Session, store: RunStore, p: Params, name: str, generation: int):
+    def __init__(self, s: Session, store: RunStore, p: Params, name: str, generation: int, evidence: threading.Lock):
         self.s, self.store, self.p, self.name, self.generation = s, store, p, name, generation
+        self.evidence_lock = evidence
         self.system: System | None = None
         self.nodes: list[Node] = []
         self.cores = int(store.manifest["hosts"].get(p.client_host or p.provider_host, {}).get("cores", 2))
@@ -318,7 +319,7 @@ class Pair:
             for node in reversed(self.nodes):
                 node.stop()
             if keep_data:
-                with _EVIDENCE_LOCK:  # two pairs whose set-up failed at once
+                with self.evidence_lock:  # two pairs whose set-up failed at once
                     self._keep_evidence()
             else:
                 for node in self.nodes:
