@@ -59,6 +59,28 @@ def test_files_and_modes(host: Host, tmp_path) -> None:
     assert not host.exists(base)
 
 
+def test_mkdir_and_wait_for_file_alike_on_every_host(host: Host) -> None:
+    """The local host does both in Python (no subprocess per call); every host must answer the same: the
+    mode only on a folder it creates (``mkdir -p -m``), the owner given, a file's text or None on timeout."""
+    base = host.run(["mktemp", "-d", "/tmp/pglab-t-XXXXXX"]).stdout.strip()
+    try:
+        host.mkdir(f"{base}/a/b", 0o750)
+        assert host.run(["stat", "-c", "%a", f"{base}/a/b"]).stdout.strip() == "750"
+        host.run(["chmod", "700", f"{base}/a/b"])
+        host.mkdir(f"{base}/a/b", 0o755)  # exists: left as it is
+        assert host.run(["stat", "-c", "%a", f"{base}/a/b"]).stdout.strip() == "700"
+        if host.server_user != host.login_user:
+            host.mkdir(f"{base}/owned", owner=host.server_user)
+            assert host.run(["stat", "-c", "%U", f"{base}/owned"]).stdout.strip() == host.server_user
+        t0 = time.monotonic()
+        assert host.wait_for_file(f"{base}/rc", 0.3) is None and time.monotonic() - t0 >= 0.3
+        host.start(["sh", "-c", f"sleep 0.5; echo 3 > {base}/part && mv {base}/part {base}/rc"], f"{base}/out",
+                   f"{base}/err")
+        assert host.wait_for_file(f"{base}/rc", 10) == "3\n"
+    finally:
+        host.remove_tree(base)
+
+
 def test_background_process_wait_and_stop(host: Host) -> None:
     base = host.run(["mktemp", "-d", "/tmp/pglab-t-XXXXXX"]).stdout.strip()
     try:

@@ -7,25 +7,22 @@ server that does not answer (a vanished host behind a tunnel) must not hold up t
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import Any
 
 import psycopg
 
 from pglab.nodes.connection import DIAGNOSE_S, cut_socket
 
-if TYPE_CHECKING:
-    from pglab.nodes.node import Node
 
-
-def describe_wait(node: Node, pid: int, timeout: float = DIAGNOSE_S) -> str:
-    """What backend ``pid`` of ``node`` is waiting for, in words; after ``timeout`` seconds, that it could not
-    find out (and the helper's socket is cut)."""
+def describe_wait(conninfo: dict[str, Any], node: str, pid: int, timeout: float = DIAGNOSE_S) -> str:
+    """What backend ``pid`` of node ``node`` (reached with psycopg's ``conninfo``) is waiting for, in words;
+    after ``timeout`` seconds, that it could not find out (and the helper's socket is cut)."""
     answer = [f"something it could not find out (pg_stat_activity did not answer within {timeout:g} s)"]
     opened: list[psycopg.Connection] = []
 
     def ask() -> None:
         try:
-            with psycopg.connect(autocommit=True, **node.conninfo("postgres", timeout, connect_timeout=3)) as conn:
+            with psycopg.connect(autocommit=True, **conninfo) as conn:
                 opened.append(conn)
                 row = conn.execute(
                     "select a.wait_event_type, a.wait_event, a.state, pg_blocking_pids(%s)::text, "
@@ -37,7 +34,7 @@ def describe_wait(node: Node, pid: int, timeout: float = DIAGNOSE_S) -> str:
             answer[0] = (f"something it could not find out (asking pg_stat_activity failed: "
                          f"{type(exc).__name__}: {first})")
 
-    helper = threading.Thread(target=ask, name=f"pglab-diagnose-{node.name}", daemon=True)
+    helper = threading.Thread(target=ask, name=f"pglab-diagnose-{node}", daemon=True)
     helper.start()
     helper.join(timeout)
     if helper.is_alive() and opened:

@@ -320,7 +320,7 @@ class Node(Target):
 
     def describe_wait(self, pid: int, timeout: float = DIAGNOSE_S) -> str:
         """What backend ``pid`` is waiting for, in words (``pglab.nodes.diagnose``)."""
-        return diagnose.describe_wait(self, pid, timeout)
+        return diagnose.describe_wait(self.conninfo("postgres", timeout, connect_timeout=3), self.name, pid, timeout)
 
     def close(self) -> None:
         if self._conn is not None:
