@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from pglab.studies import STUDIES
 
@@ -34,14 +35,19 @@ def cost(manifest: Path) -> str:
     own CPU (goal at most 0.5% of the machine)."""
     if not manifest.exists():
         return "no manifest"
-    m = json.loads(manifest.read_text())
-    wall = sum(m.get("collect_s") or m.get("wall_s") or [])
-    share = m.get("measurement_share")
-    cpu = m.get("pglab_cpu") or []
-    used, machine = sum(c["process_cpu_s"] for c in cpu), sum(c["cores"] * c["wall_s"] for c in cpu)
-    own = f"{100 * used / machine:.2f}%" if machine else "?"
+    wall, share, cpu = costs(json.loads(manifest.read_text()))
+    own = "?" if cpu is None else f"{cpu:.2%}"
     return (f"{wall:.0f} s wall, measuring {'?' if share is None else f'{share:.0%}'} of it (goal 85%), "
             f"pglab's own CPU {own} of the machine (goal 0.5%)")
+
+
+def costs(m: dict[str, Any]) -> tuple[float, float | None, float | None]:
+    """(collect wall time in s, measurement share, pglab's own CPU as a share of the machine) of a manifest,
+    over every attempt and every sweep (a first look's added blocks are sweeps of their own)."""
+    cpu = m.get("pglab_cpu") or []
+    used, machine = sum(c["process_cpu_s"] for c in cpu), sum(c["cores"] * c["wall_s"] for c in cpu)
+    return (float(sum(m.get("collect_s") or m.get("wall_s") or [])), m.get("measurement_share"),
+            used / machine if machine else None)
 
 
 if __name__ == "__main__":
