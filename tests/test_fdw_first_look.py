@@ -86,14 +86,17 @@ def test_a_decided_claim_frees_its_pairs() -> None:
 
 
 def test_a_block_added_for_part_of_a_workload_joins_no_other_claim() -> None:
-    """A block that measured only RO (added for an RO claim) gives no value to the claims over RW and RO."""
+    """A block that measured only RO (added for an RO claim) gives no value to the claims over RW and RO; and RO
+    is judged at the article's 1 client."""
     per = {("RW", "FDW_local"): [2.0] * 6, ("RW", "FDW_external"): [2.0] * 6,
            ("RO", "FDW_local"): [4.0] * 6, ("RO", "FDW_external"): [4.0] * 6, ("RO", "FDW_ext_ro"): [4.0] * 6}
     r = _ratios(per)
     extra = r[(r.block == 6) & (r.kind == "RO")].assign(block=7)
-    blocks = fdw_claims.Blocks.of(pd.concat([r, extra], ignore_index=True))
+    five = r[r.kind == "RO"].assign(group="ro-c005", clients=5, ratio=lambda d: d.ratio * 3)  # not the article's
+    blocks = fdw_claims.Blocks.of(pd.concat([r, extra, five], ignore_index=True))
     assert len(blocks.values("ext_ro")) == 7 and len(blocks.values("RO")) == 7
     assert len(blocks.values("external")) == 6 and len(blocks.values("RO/RW")) == 6 and len(blocks.values("RW")) == 6
+    assert float(blocks.values("RO").median()) == pytest.approx(4.0)  # at 1 client: the 5-client rows join no claim
 
 
 def test_an_added_block_has_the_baseline_twice_and_the_open_pairs_only() -> None:
@@ -101,11 +104,13 @@ def test_an_added_block_has_the_baseline_twice_and_the_open_pairs_only() -> None
     points = added_block(p, 7, {"RO:FDW_ext_ro", "RO:FDW_external"})
     assert {pl.block for pl in points} == {7}
     assert sorted((pl.group.name, pl.config, pl.copy) for pl in points) == sorted(
-        (f"ro-c00{c}-Msimple", t, k) for c in (1, 5)
-        for t, k in (("local", 1), ("local", 2), ("FDW_external", 1), ("FDW_ext_ro", 1)))  # main variant only
+        ("ro-c001-Msimple", t, k)  # the main variant, at the article's 1 client only
+        for t, k in (("local", 1), ("local", 2), ("FDW_external", 1), ("FDW_ext_ro", 1)))
     assert [pl.id for pl in points] == [pl.id for pl in added_block(p, 7, {"RO:FDW_ext_ro", "RO:FDW_external"})]
     rw = added_block(p, 8, {"RW:FDW_local"})
     assert sorted(pl.config for pl in rw) == ["FDW_local", "local", "local"]
+    no_c1 = validate(Params, {**QUICKISH, "ro_clients": [2, 5]}, "test")  # RO judged over every count then
+    assert {pl.group.name for pl in added_block(no_c1, 7, {"RO:FDW_local"})} == {"ro-c002", "ro-c005"}
 
 
 def test_max_blocks_below_the_first_look_is_refused() -> None:

@@ -32,7 +32,7 @@ from pglab.runs.store import Point
 from pglab.runs.sweep import Group, Planned, plan_blocks
 from pglab.studies.fdw_overhead import STUDY
 from pglab.studies.fdw_overhead.checks import checks, explain, round_trips
-from pglab.studies.fdw_overhead.claims import open_pairs
+from pglab.studies.fdw_overhead.claims import RO_CLIENTS, open_pairs
 from pglab.studies.fdw_overhead.params import Params
 from pglab.studies.fdw_overhead.targets import (
     DATABASES,
@@ -92,14 +92,17 @@ def plan(p: Params) -> list[Planned]:
 
 def added_block(p: Params, block: int, pairs: set[str]) -> list[Planned]:
     """Block ``block`` with the baseline (twice) and the open ``workload:target`` pairs only (``RO:FDW_ext_ro``),
-    at every client count of the main variant (the one the claims are judged on), in the seeded order of a
-    planned block (``pglab.workloads.adaptive`` adds it after the first look)."""
+    at the client counts the claims are judged at (RO: 1 client when it is run; RW: every count) and in the
+    main variant, in the seeded order of a planned block (``pglab.workloads.adaptive`` adds it after the first
+    look)."""
     main = variants(p)[0].label(p) or "default"
     kept = []
     for g in groups(p):
-        keep = tuple(t for t in (g.configs or p.targets) if t == p.baseline or f"{g.factors['kind']}:{t}" in pairs)
-        if g.factors["variant"] == main and len(keep) > 1:
-            kept.append(Group(g.name, g.factors, keep))
+        f = g.factors
+        judged = f["kind"] == "RW" or RO_CLIENTS not in p.ro_clients or f["clients"] == RO_CLIENTS
+        keep = tuple(t for t in (g.configs or p.targets) if t == p.baseline or f"{f['kind']}:{t}" in pairs)
+        if f["variant"] == main and judged and len(keep) > 1:
+            kept.append(Group(g.name, f, keep))
     return plan_blocks(p.targets, p.baseline, kept, block, p.seed + block, start=block)
 
 
