@@ -14,6 +14,7 @@ import pandas as pd
 
 from pglab.analysis import claims
 from pglab.analysis.claims import Claim
+from pglab.analysis.effects import AA
 
 #: level -> the claim about its write tps over ``on``'s (published value filled in from the reference)
 LEVEL_CLAIMS: dict[str, Claim] = {
@@ -38,17 +39,20 @@ def order_steps(per_block: pd.DataFrame) -> dict[str, pd.Series]:
 
 def open_levels(per_block: pd.DataFrame, baseline: str) -> set[str]:
     """The levels an open claim still needs after the first look: each level claim not decided at 95%, and
-    both levels of an ordering step not decided. ``per_block``: block x level, ratios to ``baseline``."""
+    both levels of an ordering step not decided; with the A/A check, as the analysis decides them (a baseline
+    against itself that shows an effect leaves every claim open). ``per_block``: block x level, ratios to
+    ``baseline``, and the baseline's second copy over its first in column ``A/A``."""
+    aa = per_block[AA] if AA in per_block else pd.Series(dtype=float)
     needed: set[str] = set()
     for level, claim in LEVEL_CLAIMS.items():
-        if level in per_block and _open(claim, per_block[level]):
+        if level in per_block and _open(claim, per_block[level], aa):
             needed.add(level)
     for name, steps in order_steps(per_block).items():
-        if _open(ORDER, steps):
+        if _open(ORDER, steps, aa):
             needed.update(x for x in ORDER_STEPS[name] if x)
     return needed - {baseline}
 
 
-def _open(claim: Claim, values: pd.Series) -> bool:
+def _open(claim: Claim, values: pd.Series, aa: pd.Series) -> bool:
     x = np.asarray(values, dtype=float)
-    return claims.comparison_row(claim, x[~np.isnan(x)])["verdict"] == "not resolvable here"
+    return claims.comparison_row(claim, x[~np.isnan(x)], aa=aa.dropna())["verdict"] == "not resolvable here"

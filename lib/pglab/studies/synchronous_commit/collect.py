@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pglab.analysis.effects import AA
 from pglab.analysis.window import measured_points
 from pglab.errors import ProcessError
 from pglab.hosts.inventory import Inventory
@@ -43,18 +44,22 @@ def write_block(p: Params, block: int, levels: set[str]) -> list[Planned]:
 
 
 def interim_per_block(run_dir: Path, baseline: str) -> pd.DataFrame:
-    """block x level: the geometric mean over client counts of tps(level) / tps(baseline), each point's tps in
-    its measured window as the analysis reads it (``measured_points``), steal-flagged points left out."""
+    """block x level: the geometric mean over client counts of tps(level) / tps(baseline), and of the baseline's
+    second copy over its first (column ``A/A``); each point's tps in its measured window as the analysis reads
+    it (``measured_points``), steal-flagged points left out."""
     pts = pd.DataFrame(measured_points(run_dir, "write-*", ("clients",)),
                        columns=["block", "clients", "config", "copy", "steal_flag", "tps"])
-    pts = pts[~pts.steal_flag.astype(bool)]
+    pts = pts[~pts.steal_flag.astype(bool)].assign(log=lambda d: np.log(d.tps))
     if pts.empty:
         return pd.DataFrame()
-    log = np.log(pts.tps)
-    base = pts.assign(log=log)[pts.config == baseline].groupby(["block", "clients"]).log.mean().rename("base")
-    rest = pts.assign(log=log)[pts.config != baseline].join(base, on=["block", "clients"], how="inner")
+    keys = ["block", "clients"]
+    copies = pts[pts.config == baseline].pivot_table(index=keys, columns="copy", values="log", aggfunc="first")
+    rest = pts[pts.config != baseline].join(copies.mean(axis=1).rename("base"), on=keys, how="inner")
     rest["ratio"] = rest.log - rest.base
-    return np.exp(rest.groupby(["block", "config"]).ratio.mean()).unstack("config")
+    out = np.exp(rest.groupby(["block", "config"]).ratio.mean()).unstack("config")
+    if 1 in copies and 2 in copies:
+        out[AA] = np.exp((copies[2] - copies[1]).dropna().groupby(level="block").mean())
+    return out.reindex(columns=sorted(out.columns))
 
 
 def plan(p: Params) -> list[Planned]:
