@@ -221,8 +221,10 @@ def changed_stages(clone: Path) -> dict[str, list[str]]:
 
 # (what is edited, the stages that must then be out of date); `{s}` is every study
 EDITS = [
-    # synchronous_commit's first look reads each point's measured window (pglab.workloads.adaptive)
-    ("lib/pglab/parsers/pgbench.py", {"analyze@{s}", "collect@synchronous_commit"}),
+    # the first looks of synchronous_commit and fdw_overhead read each point's measured window
+    # (pglab.workloads.adaptive)
+    ("lib/pglab/parsers/pgbench.py", {"analyze@{s}", "collect@synchronous_commit", "collect@fdw_overhead"}),
+    ("lib/pglab/studies/fdw_overhead/claims.py", {"analyze@fdw_overhead", "collect@fdw_overhead"}),
     ("lib/pglab/hosts/lab/__init__.py", set()),  # the lab: only `pglab lab` and tests run it
     ("lib/pglab/analysis/figures.py", {"analyze@{s}"}),
     ("lib/pglab/studies/synchronous_commit/figures.py", {"analyze@synchronous_commit"}),
