@@ -39,8 +39,9 @@ def fig_tps_by_clients(summary: pd.DataFrame, points: pd.DataFrame, out: Path) -
     figures.plain_log(ax.yaxis)
     ax.set_xlabel("pgbench clients (-c), as measured")
     ax.set_ylabel("primary write throughput (tps, log scale)")
-    ax.set_title(f"Primary write throughput by synchronous_commit level\n(median and "
-                 f"{tables.caption(w, method='tps_method', n='tps_n')}; dots: points)", fontsize=10)
+    # a run whose groups differ in blocks (a steal-flagged point left out) names two kinds of interval: wrapped
+    ax.set_title("Primary write throughput by synchronous_commit level\n" + tables.wrap(
+        f"(median and {tables.caption(w, method='tps_method', n='tps_n')}; dots: points)", 75), fontsize=10)
     figures.outside_legend(ax, title="synchronous_commit", fontsize=8, title_fontsize=8)
     return figures.save(fig, out, "tps_by_clients")
 
@@ -55,8 +56,8 @@ def fig_ratio(summary: pd.DataFrame, ref: pd.DataFrame, out: Path) -> list[Path]
         r = ref[ref.synchronous_commit == lvl]
         if len(r):
             ax2.plot(r.clients.astype(str), r.ratio_to_on, marker="s", color=PALETTE[lvl], label=lvl)
-    ax1.set_title(f"reproduced: per-block ratio, median and\n{tables.caption(s, n='blocks')}\n"
-                  "(grey band: A/A noise floor)", fontsize=10)
+    ax1.set_title("reproduced: per-block ratio, median and\n" + tables.wrap(tables.caption(s, n="blocks"), 55)
+                  + "\n(grey band: A/A noise floor)", fontsize=10)
     ax2.set_title("published (article 002, SATA HDD)", fontsize=10)
     for ax in (ax1, ax2):
         ax.set_yscale("log")
@@ -87,6 +88,6 @@ def fig_standby_reads(reads: pd.DataFrame, out: Path) -> list[Path]:
     ax.set_ylabel("standby select-only tps,\nratio within a block")
     methods = pd.DataFrame([{"ci_method": effects.interval(r[r.config == c].ratio.to_numpy())[3],
                              "n": int(r[r.config == c].ratio.notna().sum())} for c in order])
-    ax.set_title(f"Standby reads with the primary under write load\n(dots: blocks; band: noise floor; bars: "
-                 f"median and\n{tables.caption(methods)})", fontsize=10)
+    ax.set_title("Standby reads with the primary under write load\n(dots: blocks; band: noise floor; bars: "
+                 "median and\n" + tables.wrap(f"{tables.caption(methods)})", 60), fontsize=10)
     return figures.save(fig, out, "standby_reads")
