@@ -46,13 +46,10 @@ class SshServer:
 
 
 def _free_port() -> int:
-    """Ask the kernel for a free high port on 127.0.0.1 (never 22 or 5432)."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in _RESERVED_PORTS:
-            return port
+    """A free port on 127.0.0.1 the way pglab picks a node's (outside the ephemeral range, never 22 or 5432)."""
+    from pglab.hosts.local import LocalHost
+
+    return LocalHost().free_port(20000, 60000, exclude=set(_RESERVED_PORTS))
 
 
 def _port_open(host: str, port: int) -> bool:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from pglab.errors import ProcessError, UserError
-from pglab.hosts.base import Host
+from pglab.hosts.base import Host, outside_ephemeral
 from pglab.hosts.inventory import HostEntry
 from pglab.hosts.ssh import SSHHost, learned_host_keys
 
@@ -126,6 +126,17 @@ def test_facts_and_free_port(host: Host) -> None:
     assert facts["cores"] >= 1 and facts["mem_total_kb"] > 0 and facts["kind"] in ("local", "ssh")
     port = host.free_port(30000, 31000)
     assert 30000 <= port < 31000 and port != 5432
+    lo, hi = (int(v) for v in host.run(["cat", "/proc/sys/net/ipv4/ip_local_port_range"]).stdout.split())
+    ports = {host.free_port() for _ in range(5)}  # the default range reaches into the ephemeral one
+    assert all(20000 <= p < 60000 and not lo <= p <= hi for p in ports), (ports, lo, hi)
+
+
+def test_ports_are_drawn_outside_the_ephemeral_range() -> None:
+    """A port an outgoing connection can take between the check and the bind is never drawn, unless the
+    range the user chose has nothing else (then it is honoured)."""
+    assert outside_ephemeral(32760, 32780, "32768\t60999") == list(range(32760, 32768))
+    assert outside_ephemeral(40000, 40010, "32768 60999") == list(range(40000, 40010))
+    assert outside_ephemeral(100, 105, "") == list(range(100, 105))
 
 
 def test_ssh_host_key_is_verified(sshd_server, tmp_path, monkeypatch) -> None:

@@ -36,19 +36,19 @@ INTERVAL_WORDS = {
 }
 
 
-def _covers(n: int, k: int) -> float:
+def order_coverage(n: int, k: int) -> float:
     """P(x_(k+1) <= median <= x_(n-k)): at least k+1 values on each side of the median, i.e.
     P(k+1 <= B <= n-k-1) for B ~ Binomial(n, 1/2), the count of values below it."""
     return float(stats.binom.cdf(n - k - 1, n, 0.5) - stats.binom.cdf(k, n, 0.5))
 
 
-def _k(n: int, confidence: float = CONFIDENCE) -> int:
+def order_k(n: int, confidence: float = CONFIDENCE) -> int:
     """The largest k whose interval (x_(k+1), x_(n-k)) covers the median with at least ``confidence``; -1 if none.
 
     (Before 2026-11-26 this counted P(k <= B <= n-k-1), one term too many: at n = 8 it chose (x_2, x_7),
     whose coverage is 93%, not 95%. Every shipped run had 6 blocks, where both choose the range.)"""
     k = int(stats.binom.ppf((1 - confidence) / 2, n, 0.5))
-    while k >= 0 and _covers(n, k) < confidence:
+    while k >= 0 and order_coverage(n, k) < confidence:
         k -= 1
     return k
 
@@ -61,11 +61,11 @@ def method_for(n: int) -> str:
 def coverage(method: str, n: int, confidence: float = CONFIDENCE) -> float:
     """The exact probability that the interval of ``n`` values (asked at ``confidence``) covers the true
     median, for any continuous distribution of independent values; NaN for no interval."""
-    k = _k(n, confidence) if method == "order-statistic" else -1
+    k = order_k(n, confidence) if method == "order-statistic" else -1
     if method == "range" or (method == "order-statistic" and k < 0):
         return 1.0 - 2.0 ** (1 - n) if n >= 2 else math.nan
     if method == "order-statistic":
-        return _covers(n, k)
+        return order_coverage(n, k)
     return math.nan
 
 
@@ -79,7 +79,7 @@ def median_interval(values: np.ndarray | list[float] | pd.Series,
     if n == 0:
         return math.nan, math.nan, math.nan, method
     med = float(np.median(x))
-    k = _k(n, confidence) if method == "order-statistic" else -1
+    k = order_k(n, confidence) if method == "order-statistic" else -1
     if k < 0:  # too few values for ``confidence``: the range, said as such
         return med, float(x[0]), float(x[-1]), "range" if n > 1 else method
     return med, float(x[k]), float(x[n - k - 1]), method

@@ -45,6 +45,15 @@ def command_line(argv: Command) -> str:
     return argv if isinstance(argv, str) else shlex.join(argv)
 
 
+def outside_ephemeral(low: int, high: int, ephemeral: str) -> list[int]:
+    """The ports of ``low``..``high - 1`` outside the ephemeral range (``ip_local_port_range``'s "lo hi"); all of
+    them when none is outside it (a range the user chose inside it is still honoured)."""
+    bounds = [int(v) for v in ephemeral.split() if v.isdigit()]
+    lo, hi = (bounds[0], bounds[1]) if len(bounds) == 2 else (0, -1)
+    outside = [p for p in range(low, high) if not lo <= p <= hi]
+    return outside or list(range(low, high))
+
+
 class Host(ABC):
     """A machine that runs commands. ``login_user`` is who commands run as by default."""
 
@@ -179,12 +188,16 @@ class Host(ABC):
         return Background(self, command_line(argv), pid, stdout_path, stderr_path, rc_path)
 
     def free_port(self, low: int = 20000, high: int = 60000, exclude: set[int] | None = None) -> int:
-        """A TCP port nobody listens on at this host's loopback (never 5432)."""
-        script = ("ss -Htln 2>/dev/null | awk '{print $4}' | sed 's/.*://' | sort -u")
-        used = {int(p) for p in self.run(["sh", "-c", script]).stdout.split() if p.isdigit()}
-        used |= (exclude or set()) | {5432}
+        """A TCP port nobody listens on at this host's loopback (never 5432), outside the kernel's ephemeral
+        range where ``low``-``high`` allows: a port drawn from it can be taken by an outgoing connection (SSH,
+        a psycopg session) between this check and the server's bind, which CI saw as "Address already in use"."""
+        script = ("cat /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 0 0; "
+                  "ss -Htln 2>/dev/null | awk '{print $4}' | sed 's/.*://' | sort -u")
+        first, *rest = self.run(["sh", "-c", script]).stdout.split("\n", 1)
+        used = {int(p) for p in "".join(rest).split() if p.isdigit()} | (exclude or set()) | {5432}
+        candidates = outside_ephemeral(low, high, first)
         for _ in range(2000):
-            port = low + uuid.uuid4().int % (high - low)
+            port = candidates[uuid.uuid4().int % len(candidates)]
             if port not in used and self._port_bindable(port):
                 return port
         raise UserError(f"host {self.name}: no free port in {low}-{high}")

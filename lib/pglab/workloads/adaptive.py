@@ -12,11 +12,12 @@ open"):
 * **Blocks added one at a time**, each with the baseline twice (the A/A) and the open configurations only,
   in the seeded order of a planned block, until ``max_blocks`` or until the next block would end past
   ``budget_s`` of sweep time (the block's length estimated from the blocks so far).
-* **The error rate under two looks** is kept by splitting it (Bonferroni): a verdict decided with the first
-  look's blocks uses the 95% interval of those blocks (at 6 blocks it misses with probability 3.1%); a
-  verdict from more blocks uses an interval whose miss probability is at most what is left of 5%
-  (``pglab.analysis.claims.last_look_confidence``). Either way the chance that a verdict rests on an
-  interval that misses is at most 5%, whichever look decided it.
+* **The error rate under two looks** is kept exactly: a verdict decided with the first look's blocks uses the
+  95% interval of those blocks (at 6 blocks it misses with probability 3.1%); a verdict from n blocks uses the
+  narrowest interval for which the chance that either look's interval misses is at most 5%
+  (``pglab.analysis.claims.last_look_confidence``, computed from the binomial walk the two looks share).
+  Either way the chance that a verdict rests on an interval that misses is at most 5%, whichever look
+  decided it.
 
 What was done is recorded in the manifest (``plan.adaptive``): the looks, what was open at each, how many
 blocks were added and why it stopped. The analysis reads it to say, per claim, the blocks it got and why.
