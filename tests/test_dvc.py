@@ -221,9 +221,12 @@ def changed_stages(clone: Path) -> dict[str, list[str]]:
 
 # (what is edited, the stages that must then be out of date); `{s}` is every study
 EDITS = [
-    # the first looks of synchronous_commit and fdw_overhead read each point's measured window
+    # the first looks of synchronous_commit, fdw_overhead and logical_replication read each point's raw output
     # (pglab.workloads.adaptive)
-    ("lib/pglab/parsers/pgbench.py", {"analyze@{s}", "collect@synchronous_commit", "collect@fdw_overhead"}),
+    ("lib/pglab/parsers/pgbench.py", {"analyze@{s}", "collect@synchronous_commit", "collect@fdw_overhead",
+                                      "collect@logical_replication"}),
+    ("lib/pglab/studies/logical_replication/claims.py", {"analyze@logical_replication",
+                                                         "collect@logical_replication"}),
     ("lib/pglab/studies/fdw_overhead/claims.py", {"analyze@fdw_overhead", "collect@fdw_overhead"}),
     ("lib/pglab/hosts/lab/__init__.py", set()),  # the lab: only `pglab lab` and tests run it
     ("lib/pglab/analysis/figures.py", {"analyze@{s}"}),

@@ -81,6 +81,29 @@ def test_mkdir_and_wait_for_file_alike_on_every_host(host: Host) -> None:
         host.remove_tree(base)
 
 
+def test_a_wait_that_fails_stops_what_it_waited_for(host: Host, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wait whose own command fails (a dropped SSH connection, simulated: it cannot be made to drop on cue
+    here) must not leave the program running unwatched: it is stopped, and the error raised."""
+    base = host.run(["mktemp", "-d", "/tmp/pglab-t-XXXXXX"]).stdout.strip()
+    try:
+        bg = host.start(["sleep", "60"], f"{base}/o", f"{base}/e")
+        assert bg.running()
+
+        def broken(path: str, timeout: float) -> str | None:
+            raise ProcessError(host.name, f"wait for {path}", 255, "", "connection lost")
+
+        monkeypatch.setattr(host, "wait_for_file", broken)
+        with pytest.raises(ProcessError, match="connection lost"):
+            bg.wait(timeout=5)
+        monkeypatch.undo()
+        deadline = time.monotonic() + 10
+        while host.pid_alive(bg.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not host.pid_alive(bg.pid) and bg.exit_code is not None and bg.exit_code < 0
+    finally:
+        host.remove_tree(base)
+
+
 def test_background_process_wait_and_stop(host: Host) -> None:
     base = host.run(["mktemp", "-d", "/tmp/pglab-t-XXXXXX"]).stdout.strip()
     try:

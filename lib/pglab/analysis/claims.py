@@ -241,6 +241,17 @@ def _r(v: float) -> float:
     return round(float(v), 4) if not pd.isna(v) else math.nan
 
 
+def is_open(claim: Claim, values: Sequence[float] | np.ndarray | pd.Series,
+            aa: Sequence[float] | np.ndarray | pd.Series = ()) -> bool:
+    """Whether a first look (``pglab.workloads.adaptive``) finds ``claim`` still "not resolvable here" at 95%, decided
+    by the analysis's own rule and A/A check from the values so far (NaN dropped); no values: nothing to add
+    blocks for."""
+    x = np.asarray(values, dtype=float)
+    a = np.asarray(aa, dtype=float)
+    x, a = x[~np.isnan(x)], a[~np.isnan(a)]
+    return bool(len(x)) and comparison_row(claim, x, aa=a)["verdict"] == "not resolvable here"
+
+
 def comparison_frame(rows: list[dict[str, object]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*COMPARISON_COLUMNS, *EXTRA_COLUMNS])
 

@@ -11,7 +11,7 @@ the same cut.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -82,9 +82,11 @@ def sysbench_window(intervals: list[dict[str, Any]], warmup_s: float) -> dict[st
             "stalls": len(stalls), "stall_times": " ".join(f"{t:g}" for t in stalls)}
 
 
-def measured_points(run_dir: Path, pattern: str, fields: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+def measured_points(run_dir: Path, pattern: str, fields: tuple[str, ...] = (),
+                    value: Callable[[Path, dict[str, Any]], float | None] | None = None) -> list[dict[str, Any]]:
     """The points of ``run_dir`` matching ``pattern`` that measured (status ok): block, config, copy, steal
-    flag, the meta ``fields`` and the tps of the measured window, read as the analysis reads them.
+    flag, the meta ``fields`` and their ``tps``, read as the analysis reads them: the tps of the measured
+    window, or what ``value(point_dir, meta)`` gives (logical replication's sustainable tps).
 
     What a first look (``pglab.workloads.adaptive``) decides from while the run is still going: the meta the
     points wrote and their raw output, nothing derived.
@@ -94,7 +96,7 @@ def measured_points(run_dir: Path, pattern: str, fields: tuple[str, ...] = ()) -
         meta = json.loads(meta_path.read_text())
         if meta.get("status") != "ok":
             continue
-        tps = pgbench_window(meta_path.parent, meta)["tps"]
+        tps = value(meta_path.parent, meta) if value else pgbench_window(meta_path.parent, meta)["tps"]
         if tps:
             rows.append({"block": meta["block"], "config": meta["config"], "copy": meta.get("copy", 1),
                          "steal_flag": bool(meta.get("steal_flag")), "tps": float(tps),

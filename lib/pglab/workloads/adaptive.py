@@ -19,7 +19,8 @@ open"):
   Either way the chance that a verdict rests on an interval that misses is at most 5%, whichever look
   decided it.
 
-What was done is recorded in the manifest (``plan.adaptive``): the looks, what was open at each, how many
+What was done is recorded in the manifest (``plan.adaptive``): the looks (what was open at the first, what the
+added blocks measured, the verdicts of the last left to the analysis), how many
 blocks were added and why it stopped. The analysis reads it to say, per claim, the blocks it got and why.
 """
 
@@ -69,8 +70,8 @@ def extend(run: Opened[Any], measure: observed.Measure, *, first: int, max_block
                      f"{', '.join(sorted(needed))})", progress=progress, **observe)
         per_block = max(per_block, time.monotonic() - t0)  # the longer of the estimates: never past the budget
     record.update(blocks_added=n - first, last_block=n, added=added, stopped=stopped, why=STOPPED[stopped])
-    if n > first:
-        record["looks"].append({"blocks": n, "open": sorted(needed)})
+    if n > first:  # decided by the analysis (comparison.csv), at the last look's confidence, not here
+        record["looks"].append({"blocks": n, "measured": sorted(needed), "verdicts": "comparison.csv"})
     store.manifest.setdefault("plan", {})["adaptive"] = record
     _recount(store)
     return record

@@ -150,6 +150,6 @@ def open_pairs(ratios: pd.DataFrame) -> set[str]:
     needed: set[str] = set()
     for c in claim_set().values():
         x = blocks.values(c.key)
-        if len(x) and claims.comparison_row(c.claim, x, aa=aa)["verdict"] == "not resolvable here":
+        if claims.is_open(c.claim, x, aa):
             needed.update(f"{w}:{t}" for w, t in c.needs)
     return needed & run  # a pair the run does not measure (a target it left out) is no block's business

@@ -25,6 +25,7 @@ from pglab.analysis.waits import fig_waits, wait_note, wait_shares
 from pglab.analysis.window import pgbench_window
 from pglab.parsers.pgbench import parse_summary
 from pglab.runs.store import read_optional
+from pglab.studies.logical_replication.claims import CLOSE_BASELINE, CLOSE_SYSTEM, close_to_streaming, sustainable
 from pglab.studies.logical_replication.figures import LABELS, fig_catchup, fig_lag, fig_ratio, fig_sustainable
 from pglab.studies.logical_replication.params import SYSTEMS
 
@@ -61,7 +62,7 @@ def point_values(d: Path, meta: dict[str, Any]) -> dict[str, Any]:
     tx = float(s["transactions"])
     out = {"system": meta.get("system", meta.get("config")), "transactions": tx, "provider_tps": w["tps"],
            "run_s": t["run_s"], "catchup_s": t["catchup_s"], "confirmed_s": t["confirmed_s"],
-           "sustainable_tps": tx / (t["run_s"] + t["catchup_s"]),
+           "sustainable_tps": sustainable(tx, t),
            "sustainable_tps_confirmed": tx / (t["run_s"] + t["confirmed_s"])}
     out.update({k: w[k] for k in ("tps_summary", "latency_avg_ms", "window_s", "stalls", "stall_times")})
     out["tps"] = out["sustainable_tps"]  # the value blocks compare
@@ -204,18 +205,19 @@ def compare(points: pd.DataFrame, ratios: pd.DataFrame, reference_dir: Path, man
     """Published vs reproduced, one row per claim of the article, each from per-block ratios."""
     ref = reference(reference_dir)
     par = manifest.get("parameters", {})
+    par_adaptive = manifest.get("plan", {}).get("adaptive")
     cpu = hardware.shared_cpu(manifest, "two i2.4xlarge instances of 16 vCPU each (provider; subscriber)",
                               "provider, subscriber, daemons and pgbench")
     per_block = BlockEffects.of(ratios)  # block x system: geometric mean over client counts
     noise, aa = per_block.noise, per_block.aa
     measured = set(points.config)
-    pub = float(ref[ref.system == "pglogical"].ratio_to_streaming.median())
+    pub = float(ref[ref.system == CLOSE_SYSTEM].ratio_to_streaming.median())
     rows = [claims.comparison_row(
-        claims.equivalent("pglogical is close to streaming", pub), per_block["pglogical"], noise,
+        close_to_streaming(pub), per_block[CLOSE_SYSTEM], noise,
         "; ".join(x for x in ("per block: geometric mean over client counts of sustainable tps / streaming's",
-                              wait_note(waits, "pglogical", baseline), steal) if x),
-        measurable=baseline == "streaming" and "pglogical" in measured, aa=aa, machine=cpu,
-        why_not="needs streaming (the baseline) and pglogical")]
+                              wait_note(waits, CLOSE_SYSTEM, baseline), steal) if x),
+        measurable=baseline == CLOSE_BASELINE and CLOSE_SYSTEM in measured, aa=aa, machine=cpu,
+        why_not="needs streaming (the baseline) and pglogical", adaptive=par_adaptive)]
     rows += _growth_rows(points, ref, noise, cpu, aa)
     four = ["streaming", "pglogical", "slony", "londiste"]
     claim = claims.direction("at the most clients: streaming > pglogical > Slony, Londiste", 1.0)

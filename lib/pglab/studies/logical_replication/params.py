@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
 
-from pglab.runs.params import StudyParams
+from pglab.runs.params import AdaptiveParams
 
 SystemName = Literal["streaming", "builtin", "pglogical", "slony", "londiste"]
 SYSTEMS: tuple[str, ...] = ("streaming", "builtin", "pglogical", "slony", "londiste")
@@ -35,7 +35,7 @@ class LondisteTiming(BaseModel):
     parallel_copies: PositiveInt = 4  # tables copied at once during the initial copy
 
 
-class Params(StudyParams):
+class Params(AdaptiveParams):
     UNIQUE = ("systems", "clients")  # list fields whose entries must not repeat
     RESERVED = RESERVED
     RESERVED_BY = "the study or the replication systems"  # who sets the RESERVED server settings
@@ -43,7 +43,8 @@ class Params(StudyParams):
     systems: list[SystemName] = Field(min_length=1)  # systems to compare (seeded random order per block)
     clients: list[PositiveInt] = Field(min_length=1)  # pgbench -c sweep on the provider
     run_seconds: PositiveInt  # pgbench -T per point (the article's example: 30 min)
-    blocks: PositiveInt = 6  # repetitions of every system at every client count (>= 6: a 95% interval)
+    # blocks: every system at every client count, repeated (>= 6: a 95% interval); max_blocks, budget_s: blocks
+    # of streaming and pglogical alone while "pglogical is close to streaming" is open (AdaptiveParams)
     # run twice per block (A/A); the others are divided by it. A run without it (one system, in tests
     # or to look at one system alone) runs its first system twice instead: the manifest's plan says so.
     baseline: SystemName = "streaming"

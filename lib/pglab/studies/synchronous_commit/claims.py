@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 
 from pglab.analysis import claims
@@ -45,14 +44,9 @@ def open_levels(per_block: pd.DataFrame, baseline: str) -> set[str]:
     aa = per_block[AA] if AA in per_block else pd.Series(dtype=float)
     needed: set[str] = set()
     for level, claim in LEVEL_CLAIMS.items():
-        if level in per_block and _open(claim, per_block[level], aa):
+        if level in per_block and claims.is_open(claim, per_block[level], aa):
             needed.add(level)
     for name, steps in order_steps(per_block).items():
-        if _open(ORDER, steps, aa):
+        if claims.is_open(ORDER, steps, aa):
             needed.update(x for x in ORDER_STEPS[name] if x)
     return needed - {baseline}
-
-
-def _open(claim: Claim, values: pd.Series, aa: pd.Series) -> bool:
-    x = np.asarray(values, dtype=float)
-    return claims.comparison_row(claim, x[~np.isnan(x)], aa=aa.dropna())["verdict"] == "not resolvable here"

@@ -12,10 +12,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from pglab.analysis.effects import AA
+from pglab.analysis import effects
 from pglab.analysis.window import measured_points
 from pglab.errors import ProcessError
 from pglab.hosts.inventory import Inventory
@@ -46,20 +45,12 @@ def write_block(p: Params, block: int, levels: set[str]) -> list[Planned]:
 def interim_per_block(run_dir: Path, baseline: str) -> pd.DataFrame:
     """block x level: the geometric mean over client counts of tps(level) / tps(baseline), and of the baseline's
     second copy over its first (column ``A/A``); each point's tps in its measured window as the analysis reads
-    it (``measured_points``), steal-flagged points left out."""
+    it (``measured_points``), steal-flagged points left out (``effects.block_ratios``)."""
     pts = pd.DataFrame(measured_points(run_dir, "write-*", ("clients",)),
                        columns=["block", "clients", "config", "copy", "steal_flag", "tps"])
-    pts = pts[~pts.steal_flag.astype(bool)].assign(log=lambda d: np.log(d.tps))
     if pts.empty:
         return pd.DataFrame()
-    keys = ["block", "clients"]
-    copies = pts[pts.config == baseline].pivot_table(index=keys, columns="copy", values="log", aggfunc="first")
-    rest = pts[pts.config != baseline].join(copies.mean(axis=1).rename("base"), on=keys, how="inner")
-    rest["ratio"] = rest.log - rest.base
-    out = np.exp(rest.groupby(["block", "config"]).ratio.mean()).unstack("config")
-    if 1 in copies and 2 in copies:
-        out[AA] = np.exp((copies[2] - copies[1]).dropna().groupby(level="block").mean())
-    return out.reindex(columns=sorted(out.columns))
+    return effects.per_block(effects.block_ratios(pts, baseline, by=["clients"], value="tps"))
 
 
 def plan(p: Params) -> list[Planned]:
