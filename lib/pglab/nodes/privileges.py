@@ -2,9 +2,9 @@
 
 Why: a managed service (RDS, Aurora, Cloud SQL, Azure) gives a role that is not a superuser, forbids
 ``ALTER SYSTEM`` and may lack ``pg_stat_statements``. pglab reads what the role may read (pg_settings through
-``pg_read_all_settings``, other sessions through ``pg_read_all_stats`` / ``pg_monitor``), never sends a
-statement only a superuser may run (``refuse_superuser_only``), and records per target what it skipped and
-which settings it could not read, with the server's own reason (``unreadable_from``).
+``pg_read_all_settings``, other sessions through ``pg_read_all_stats`` / ``pg_monitor``), sends nothing
+but the reads its workloads need (``sql_guard``: PostgreSQL's own grammar, an allow-list), and records per
+target what it skipped and which settings it could not read, with the server's own reason (``unreadable_from``).
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Any
-
-from pglab.errors import PglabError
 
 # Predefined roles that widen what a role may read or do (pg_checkpoint exists from PostgreSQL 15 on)
 ROLES = ("pg_monitor", "pg_read_all_settings", "pg_read_all_stats", "pg_checkpoint")
@@ -36,35 +34,6 @@ RESTRICTED_SETTINGS = ("config_file", "data_directory", "dynamic_library_path", 
                        "shared_preload_libraries", "ssl_ciphers", "ssl_dh_params_file", "ssl_ecdh_curve",
                        "ssl_max_protocol_version", "ssl_min_protocol_version", "ssl_passphrase_command",
                        "unix_socket_directories")
-
-# Statements only a superuser (or a predefined role the target's role rarely has) may run, or that change
-# somebody else's server: never sent to a target pglab did not start.
-_SUPERUSER_ONLY = {
-    "ALTER SYSTEM": r"\balter\s+system\b",
-    "CHECKPOINT": r"^\s*checkpoint\b",
-    # its view or functions used (a look at pg_available_extensions for its name is not)
-    "pg_stat_statements": r"\bpg_stat_statements\w*\s*\(|\bfrom\s+(\w+\.)?pg_stat_statements\b",
-    "pg_stat_reset": r"\bpg_stat_reset",
-    "CREATE EXTENSION": r"\bcreate\s+extension\b",
-    "server files (pg_ls_*, pg_read_file)": r"\bpg_ls_|\bpg_read_(binary_)?file\b|\bpg_stat_file\b",
-    "pg_reload_conf": r"\bpg_reload_conf\b",
-    "signalling backends": r"\bpg_(terminate|cancel)_backend\b",
-}
-_PATTERNS = {op: re.compile(rx, re.I) for op, rx in _SUPERUSER_ONLY.items()}
-
-
-def superuser_only(sql: str) -> str | None:
-    """The superuser-only operation ``sql`` would attempt, or None."""
-    return next((op for op, rx in _PATTERNS.items() if rx.search(sql)), None)
-
-
-def refuse_superuser_only(target: str, sql: str) -> None:
-    """Raised before sending, never on the server: a bug in pglab, not the user's mistake."""
-    op = superuser_only(sql)
-    if op:
-        raise PglabError(f"target {target}: pglab did not start it, so it never runs {op} there "
-                         f"(refused before sending: {sql[:80]!r})")
-
 
 @dataclass(frozen=True)
 class Privileges:

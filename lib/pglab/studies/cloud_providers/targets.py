@@ -15,7 +15,7 @@ from typing import Any
 
 from pglab.errors import PreflightError, ProcessError
 from pglab.hosts.base import Host
-from pglab.nodes import privileges
+from pglab.nodes import privileges, sql_guard
 from pglab.nodes.node import Node
 from pglab.nodes.target import _ENV, ServerTarget, Target
 from pglab.nodes.topology import Client
@@ -24,7 +24,7 @@ from pglab.runs import preflight, tools
 from pglab.runs.session import Session
 from pglab.runs.store import RunStore
 from pglab.studies.cloud_providers.params import OWN_CONNECTIONS, Params, TargetSpec
-from pglab.workloads import sysbench
+from pglab.workloads import sysbench, waits
 
 # One statement, read by psql on the client host: what the connection preflight and the manifest need.
 # Sessions in use are counted by their rows: without pg_read_all_stats (pg_monitor) another role's row shows
@@ -92,6 +92,7 @@ class SamplerEndpoint:
     which then reaches the target as the client programs do)."""
 
     def __init__(self, name: str, host: Host, target: ManagedTarget, dbname: str):
+        sql_guard.refuse_unless_allowed(name, waits.QUERY)  # the one statement the sampler sends
         self.name, self.host, self.target, self.dbname = name, host, target, dbname
 
     @property
@@ -131,8 +132,8 @@ class Handle:
         return {**self.client.env(self.target), "PGDATABASE": self.dbname}
 
     def psql(self, sql: str, timeout: float = 60) -> list[list[str]]:
-        if self.node is None:  # somebody else's server: a superuser-only statement is never sent
-            privileges.refuse_superuser_only(self.name, sql)
+        if self.node is None:  # somebody else's server: only the reads pglab needs are ever sent
+            sql_guard.refuse_unless_allowed(self.name, sql)
         return psql_rows(self.client.host, self.client.bin("psql"), self.env(), self.dbname, sql, timeout)
 
     def unreadable_settings(self) -> dict[str, str]:
@@ -140,6 +141,7 @@ class Handle:
         goes on after each refused statement)."""
         argv = [self.client.bin("psql"), "-X", "-A", "-t", "-F", "\t"]
         for statement in privileges.probe_statements():
+            sql_guard.refuse_unless_allowed(self.name, statement)
             argv += ["-c", statement]
         res = self.client.host.run([*argv, self.dbname], env=self.env(), timeout=60, check=False)
         if res.exit_code not in (0, 1) or not (res.stdout.strip() or "ERROR:" in res.stderr):  # 2: no connection
