@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pglab.errors import ParameterError, UserError
 from pglab.hosts.base import Host
@@ -26,6 +27,10 @@ def default_workdir() -> str:
     own), without editing the inventory.
     """
     return os.environ.get("PGLAB_WORKDIR") or "/tmp"
+
+
+PLAIN_PATH = re.compile(r"/[A-Za-z0-9._+@/-]*")
+OS_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 
 
 class HostEntry(BaseModel):
@@ -56,6 +61,29 @@ class HostEntry(BaseModel):
         except ValueError:
             raise UserError(f"host at {self.address!r}: set data_address (an IP address other hosts reach "
                             "its servers at) in the inventory") from None
+
+    @field_validator("bindir", "workdir")
+    @classmethod
+    def _plain_path(cls, v: str) -> str:
+        """Paths that become part of commands, conninfo strings and slonik scripts: absolute, and made of
+        characters none of those reads as syntax (no space, quote, ``$``, ``;`` or control character)."""
+        if not PLAIN_PATH.fullmatch(v):
+            raise ValueError(f"{v!r} must be an absolute path of letters, digits and . _ + - @ / only")
+        return v
+
+    @field_validator("user", "server_user")
+    @classmethod
+    def _os_user(cls, v: str | None) -> str | None:
+        if v is not None and not OS_USER.fullmatch(v):
+            raise ValueError(f"{v!r} is not an OS user name (lowercase letters, digits, _ and -)")
+        return v
+
+    @field_validator("address", "key_filename", "known_hosts")
+    @classmethod
+    def _one_line(cls, v: str | None) -> str | None:
+        if v is not None and re.search(r"[\x00-\x1f\x7f]", v):
+            raise ValueError(f"{v[:40]!r} holds a control character")
+        return v
 
     @model_validator(mode="after")
     def _ssh_needs_address(self) -> HostEntry:

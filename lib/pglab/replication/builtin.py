@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from psycopg import sql
+
 from pglab.errors import ProcessError
 from pglab.nodes.node import Node
 from pglab.replication.base import TABLES, System, add_history_key, lag_sample
@@ -47,7 +49,7 @@ def dsn(node: Node, dbname: str) -> str:
 
 def ensure_database(node: Node, dbname: str) -> None:
     if not node.query("select 1 from pg_database where datname = %s", (dbname,)):
-        node.query(f'create database "{dbname}"')
+        node.query(sql.SQL("create database {}").format(sql.Identifier(dbname)).as_string(None))
 
 
 def subscriber_schema(node: Node, dbname: str) -> None:

@@ -22,6 +22,8 @@ when no data event of the replicated tables (committed when asked) lies outside 
 
 from __future__ import annotations
 
+import shlex
+
 from pglab.hosts.base import Host
 from pglab.nodes.node import Node
 from pglab.nodes.workspace import SUPERUSER
@@ -166,6 +168,6 @@ class Londiste(System):
         super().teardown()
         # copy processes daemonize into their own sessions: stop any left by pidfile (our files only)
         for role in ("leaf", "root"):
-            script = (f"for f in {self._dir(role)}/londiste_*.pid.copy.*; do [ -f \"$f\" ] || continue; "
+            script = (f"for f in {shlex.quote(self._dir(role))}/londiste_*.pid.copy.*; do [ -f \"$f\" ] || continue; "
                       "pid=$(cat \"$f\"); [ -n \"$pid\" ] && kill -TERM \"$pid\" 2>/dev/null; done; true")
             self._node(role).host.run(["sh", "-c", script], check=False)

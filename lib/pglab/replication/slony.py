@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import glob
 import os
+import shlex
 
 from pglab.hosts.base import Background, Host
 from pglab.nodes.node import Node
@@ -56,7 +57,8 @@ class Slony(System):
             if host.is_local:
                 found = bool(glob.glob(pattern))
             else:
-                found = host.run(["sh", "-c", f"ls {pattern}"], check=False).exit_code == 0
+                folder, name = os.path.split(pattern)  # the folder quoted, the file name's glob left to the shell
+                found = host.run(["sh", "-c", f"ls {shlex.quote(folder)}/{name}"], check=False).exit_code == 0
             if not found:
                 return f"{what} ({pattern}) is missing on {host.name} (install {' '.join(cls.debian_packages)})"
         return None

@@ -31,6 +31,7 @@ from pydantic import (
 )
 
 from pglab.errors import ParameterError
+from pglab.nodes import conf
 from pglab.userfiles import kind, yaml_mapping
 
 M = TypeVar("M", bound=BaseModel)
@@ -44,8 +45,12 @@ def unique_items(v: list) -> list:
 
 
 def not_reserved(settings: dict, reserved: set[str], owner: str) -> dict:
-    """Server settings a study (``owner``) sets itself must not come from a profile."""
-    clash = sorted(reserved & set(settings))
+    """Server settings a study (``owner``) sets itself must not come from a profile; every name and value must
+    be written to postgresql.conf as itself (``nodes.conf``: no newline, NUL or other control character)."""
+    bad = conf.problems(settings)
+    if bad:
+        raise ValueError("; ".join(bad))
+    clash = sorted(reserved & {str(k).lower() for k in settings})  # the server reads PORT as port
     if clash:
         raise ValueError(f"{', '.join(clash)} are set by {owner}")
     return settings
@@ -74,11 +79,21 @@ class StudyParams(BaseModel):
 class AdaptiveParams(StudyParams):
     """A study whose collect takes a first look (``pglab.workloads.adaptive``): after ``blocks``, blocks of only
     what an open claim needs are added, up to ``max_blocks`` in all and none that would end past ``budget_s``
-    seconds of sweep. ``max_blocks`` None: the planned blocks only."""
+    seconds of sweep. ``max_blocks`` None: the planned blocks only, and then ``budget_s`` is refused: it limits
+    only the adding, so alone it would be accepted and do nothing."""
 
     blocks: PositiveInt = 6  # blocks planned, and the first look's (>= 6: a 95% interval)
     max_blocks: PositiveInt | None = None
     budget_s: float | None = Field(None, gt=0)
+
+    @field_validator("budget_s")
+    @classmethod
+    def _budget_needs_max_blocks(cls, v: float | None, info: ValidationInfo) -> float | None:
+        if v is not None and "max_blocks" in info.data and info.data["max_blocks"] is None:
+            raise ValueError(f"budget_s={v:g} is set without max_blocks: the budget only limits the blocks a "
+                             "first look adds, up to max_blocks, so alone it would do nothing; set max_blocks "
+                             "too, or drop budget_s")
+        return v
 
     @model_validator(mode="after")
     def _first_look(self) -> AdaptiveParams:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import shutil
 from collections.abc import Iterable
 from typing import Any
@@ -34,8 +35,8 @@ def host_problems(inventory: Inventory, host_names: Iterable[str],
         hosts[name] = host
         bindir = inventory.entry(name).bindir
         programs = tuple(programs)
-        res = host.run(["sh", "-c", " ; ".join(f"test -x {bindir}/{p} || echo {p}" for p in programs)],
-                       check=False)
+        res = host.run(["sh", "-c", " ; ".join(f"test -x {shlex.quote(f'{bindir}/{p}')} || echo {shlex.quote(p)}"
+                                               for p in programs)], check=False)
         missing = res.stdout.split()
         if missing:
             problems.append(f"host {name}: missing {', '.join(missing)} in {bindir} "

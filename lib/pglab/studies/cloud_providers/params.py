@@ -9,6 +9,7 @@ tables in a dsn or service target's database only when the target says ``disposa
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
@@ -28,6 +29,7 @@ RESERVED = {"port", "listen_addresses", "unix_socket_directories", "unix_socket_
             "ssl_cert_file", "ssl_key_file", "ssl_ca_file", "password_encryption"}
 OWN_CONNECTIONS = 3  # pglab's own sessions on a target during a point: settings/preflight, wait sampler, slack
 DEFAULT_DB = "bench"  # the database pglab creates in a provisioned node
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # a newline, NUL, ...: never part of a name, path or label
 
 
 class Provision(BaseModel):
@@ -77,6 +79,24 @@ class TargetSpec(BaseModel):
     dbname: str | None = None  # the database pglab writes to; default: the dsn's dbname, or bench when provisioned
     disposable: bool = False  # a dsn/service target: pglab may create and drop tables in that database
     os_host: str | None = None  # inventory host of a dsn target's machine for OS metrics (not a managed service)
+
+    @field_validator("label", "provider", "dsn", "service", "servicefile", "passfile", "dbname", "os_host")
+    @classmethod
+    def _one_line(cls, v: str | None) -> str | None:
+        """Text that goes into an environment variable, a command's argument or a report: one line of it."""
+        bad = v is not None and CONTROL.search(v)
+        if bad:
+            raise ValueError(f"{v[:40]!r} holds the control character {bad.group()!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _database_name(self) -> TargetSpec:
+        """A database name the server can hold (63 bytes at most); quoting makes any other character data."""
+        name = self.database
+        if len(name.encode()) > 63 or CONTROL.search(name):
+            raise ValueError(f"target {self.name}: database name {name[:70]!r} is not a PostgreSQL database name "
+                             "(at most 63 bytes, no control characters)")
+        return self
 
     @model_validator(mode="after")
     def _one_kind(self) -> TargetSpec:

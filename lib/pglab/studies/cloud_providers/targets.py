@@ -13,6 +13,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from psycopg import sql
+
 from pglab.errors import PreflightError, ProcessError
 from pglab.hosts.base import Host
 from pglab.nodes import privileges, sql_guard
@@ -226,7 +228,7 @@ def open_targets(s: Session, p: Params, store: RunStore, client: Client) -> dict
                 raise PreflightError([f"target {t.name}: the memory of host {host.name} could not be read"])
             node = s.deploy.node(t.name, host.name, {**sized, **t.provision.settings})
             node.start()
-            node.query(f'create database "{t.database}"')
+            node.query(sql.SQL("create database {}").format(sql.Identifier(t.database)).as_string(None))
             h = Handle(t, node, client, node, [host], node)
             described[t.name] = {"kind": "provision", "host": host.name, "node": node.describe(),
                                  "settings_given": dict(t.provision.settings),
