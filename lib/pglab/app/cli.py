@@ -41,7 +41,9 @@ def cmd_spread(a: argparse.Namespace) -> int:
 
 
 def cmd_analyze(a: argparse.Namespace) -> int:
-    from pglab.runs.store import analysis_run
+    """The run's manifest checked first (``pglab.runs.record``): a run of another study, or one cut short or
+    hand-edited, is refused in one line naming its manifest, before the analysis reads anything else."""
+    from pglab.runs.store import analysis_run, load_manifest
     from pglab.studies import module
 
     root = Path(a.data_root)
@@ -49,8 +51,7 @@ def cmd_analyze(a: argparse.Namespace) -> int:
     if run is None:
         raise UserError(f"no complete run of {a.study} under {root / 'raw' / a.study} or {root / 'runs' / a.study}: "
                         "run `pglab collect` (or `dvc pull`) first")
-    if not (run / "manifest.json").exists():
-        raise UserError(f"{run} is not a pglab run folder (no manifest.json)")
+    load_manifest(run, study=a.study)
     result = module(a.study, "analyze").analyze(run, root / "derived" / a.study, Path(a.figures) / a.study,
                                                 Path(a.reference))
     print(json.dumps(result.metrics, indent=2))

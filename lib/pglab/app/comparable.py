@@ -47,7 +47,8 @@ import pandas as pd
 
 from pglab.analysis import placement
 from pglab.errors import NotComparableError, UserError
-from pglab.runs.store import MANIFEST, load_manifest
+from pglab.runs.record import MANIFEST, PLAIN_ID, shown
+from pglab.runs.store import load_manifest
 
 REFUSE = "refuse"
 NOTE = "note"
@@ -278,17 +279,18 @@ def differences_table(diffs: list[Difference]) -> pd.DataFrame:
 
 def find_run(data_root: str | Path, run: str | Path) -> Path:
     """A run folder from its path, or from a run id under ``<data_root>/runs/<study>/`` (or the pipeline's copy)."""
-    p = Path(run)
-    if (p / MANIFEST).exists():
+    p, root = Path(run), Path(data_root)
+    if "\0" not in str(run) and (p / MANIFEST).exists():
         return p
-    root = Path(data_root)
+    if not PLAIN_ID.fullmatch(str(run)) or ".." in str(run):  # a path, not an id: looked up nowhere else
+        raise UserError(f"{shown(run)}: not a run folder (no {MANIFEST}), nor a run id")
     for study_dir in sorted((root / "runs").glob("*")):
         if (study_dir / str(run) / MANIFEST).exists():
             return study_dir / str(run)
     for pipeline in sorted((root / "raw").glob(f"*/{MANIFEST}")):
         if load_manifest(pipeline.parent).get("run_id") == str(run):
             return pipeline.parent
-    raise UserError(f"{run}: not a run folder (no {MANIFEST}), nor a run id under {root / 'runs'}/<study>/")
+    raise UserError(f"{shown(run)}: not a run folder (no {MANIFEST}), nor a run id under {root / 'runs'}/<study>/")
 
 
 def _cell(value: Any) -> Any:

@@ -149,6 +149,7 @@ def run(study: str, namespace: dict[str, Any], *, progress: bool = True) -> Any:
     if run_dir is None:
         raise UserError(f"collect=False but there is no run under {pipeline_dir(data, study)} or "
                         f"{archive_dir(data, study)}: run `pglab collect {study}` or `dvc pull` first")
+    load_manifest(run_dir, study=study)  # a run of another study, or a broken manifest: one line naming it
     return module(study, "analyze").analyze(run_dir, data / "derived" / study, figs / study,
                                             root / "data" / "reference")
 

@@ -18,6 +18,7 @@ import pandas as pd
 
 from pglab.app import exits, spread
 from pglab.app.collect import load_params
+from pglab.app.paths import output_dir
 from pglab.errors import PglabError, UserError
 from pglab.runs.store import load_manifest, not_publishable, pipeline_dir, points_not_ok_summary, publish
 from pglab.studies import module
@@ -68,7 +69,7 @@ def collect_repeated(a: argparse.Namespace) -> int:
                       + " ".join(spread.label(r) for r in runs), file=sys.stderr)
             raise
         runs.append(run)
-        out = out or Path(a.data_root) / "repeats" / a.study / spread.label(run)
+        out = out or output_dir(Path(a.data_root) / "repeats" / a.study / spread.label(run), "the spread's folder")
         if publishable(run, a.accept_failed):
             frames.update(spread.analyse(a.study, [run], out, a.reference))  # now: a broken analysis shows at once
     usable = [r for r in runs if publishable(r, a.accept_failed)]

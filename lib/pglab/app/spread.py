@@ -22,7 +22,9 @@ from typing import Any
 import pandas as pd
 
 from pglab.app.comparable import check_comparable, find_run, mixing_message
+from pglab.app.paths import output_dir
 from pglab.errors import UserError
+from pglab.runs.record import MANIFEST, inside
 from pglab.runs.store import load_manifest
 
 HELD, NOT_HELD = "held", "did not hold"
@@ -112,8 +114,9 @@ def format_table(table: pd.DataFrame, labels: Sequence[str]) -> str:
 
 
 def label(run: Path) -> str:
-    """A run's label in the table's column names: its run id (the folder name for a run without one)."""
-    return str(load_manifest(run).get("run_id") or Path(run).name)
+    """A run's label in the table's column names and its folder under ``--out``: its run id, checked to be a
+    plain id (``pglab.runs.record``), so that no run can name a folder outside ``--out``."""
+    return str(load_manifest(run)["run_id"])
 
 
 def check_runs(study: str, runs: Sequence[Path], allow_mixed: bool = False) -> None:
@@ -124,8 +127,8 @@ def check_runs(study: str, runs: Sequence[Path], allow_mixed: bool = False) -> N
     manifests = [load_manifest(r) for r in runs]
     problems = []
     for run, m in zip(runs, manifests, strict=True):
-        if m.get("study") != study:
-            problems.append(f"{run} is a run of {m.get('study')}, not {study}")
+        if m["study"] != study:
+            problems.append(f"{Path(run) / MANIFEST} is a run of {m['study']}, not {study}")
         elif m.get("status") not in USABLE:
             problems.append(f"{run} ended {m.get('status')}: not a whole run (only complete or partial runs)")
     profiles = {str(m.get("profile")) for m in manifests}
@@ -152,7 +155,7 @@ def analyse(study: str, runs: Sequence[Path], out: Path, reference_dir: str | Pa
     analyze = module(study, "analyze").analyze
     frames = {}
     for run in runs:
-        dest = out / label(run)
+        dest = inside(out, out / label(run), f"analysis of {run}")
         analyze(run, dest / "derived", dest / "figures", Path(reference_dir))
         t = pd.read_csv(dest / "derived" / "comparison.csv")
         frames[label(run)] = t[[c for c in ("claim", "published", "reproduced", "verdict") if c in t.columns]]
@@ -180,9 +183,10 @@ def show(table: pd.DataFrame, runs: Sequence[Path]) -> None:
 
 
 def cmd_spread(a: Any) -> int:
-    """``pglab spread``: the runs named (ids or folders), checked as a whole first, analysed, tabulated."""
+    """``pglab spread``: the runs named (ids or folders) and ``--out`` checked as a whole first, then analysed and
+    tabulated."""
     runs = [find_run(a.data_root, r) for r in a.runs]
     check_runs(a.study, runs, allow_mixed=a.allow_mixed)
-    out = Path(a.out) if a.out else Path(a.data_root) / "repeats" / a.study / label(runs[0])
+    out = output_dir(Path(a.out) if a.out else Path(a.data_root) / "repeats" / a.study / label(runs[0]))
     write(a.study, runs, analyse(a.study, runs, out, a.reference), out)
     return 0

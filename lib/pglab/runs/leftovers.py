@@ -11,7 +11,6 @@ match, a server whose data dir is in that run's workspace, stopped with the inve
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import posixpath
 import re
@@ -25,8 +24,9 @@ from pglab.hosts import procs
 from pglab.hosts.base import Host
 from pglab.hosts.inventory import Inventory, load_inventory
 from pglab.hosts.local import LocalHost
-from pglab.runs import runs_index
+from pglab.runs import record, runs_index
 from pglab.runs.process_groups import group_alive, wait_until
+from pglab.runs.record import ManifestError
 from pglab.runs.store import MANIFEST, now, write_json
 
 # A run's status once it is over and nothing of it runs any more (its index entry can go).
@@ -116,10 +116,11 @@ def cleanup_leftovers(data_root: Path, inventory: Inventory, force: bool = False
                 report.pruned += 1
             continue
         try:
-            manifest = json.loads(manifest_path.read_text())
-        except (OSError, ValueError) as exc:  # not clean: whatever that run started cannot be looked for
-            problem = (f"{manifest_path}: unreadable manifest ({exc}): the servers and processes of that run, "
-                       "if any, could not be looked for; restore or remove the file and run `pglab cleanup` again")
+            manifest = record.bookkeeping(manifest_path)
+        except ManifestError as exc:  # not clean: whatever that run started cannot be looked for
+            problem = (f"{record.shown(exc.path)}: unreadable manifest ({exc.problem}): the servers and processes "
+                       "of that run, if any, could not be looked for; restore or remove the file and run "
+                       "`pglab cleanup` again")
             report.add(problem)
             report.failed.append(problem)
             continue

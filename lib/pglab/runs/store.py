@@ -30,9 +30,9 @@ import orjson
 
 from pglab.errors import first_line
 from pglab.hosts.base import Result
-from pglab.runs import runs_index
+from pglab.runs import record, runs_index
+from pglab.runs.record import MANIFEST
 
-MANIFEST = "manifest.json"
 _SAVE_LOCK = threading.Lock()
 PACKAGES = ("pglab", "psycopg", "pandas", "seaborn", "matplotlib", "fabric", "papermill", "dvc", "pydantic",
             "scipy", "numpy")
@@ -280,7 +280,7 @@ def latest_run(study_root: Path, statuses: tuple[str, ...] = ("complete",)) -> P
     """The newest run whose manifest status is one of ``statuses``."""
     found = None
     for run in runs(study_root):
-        if json.loads((run / MANIFEST).read_text()).get("status") in statuses:
+        if load_manifest(run).get("status") in statuses:
             found = run
     return found
 
@@ -291,8 +291,10 @@ def read_optional(folder: Path, name: str) -> str:
     return p.read_text() if p.exists() else ""
 
 
-def load_manifest(run_dir: Path) -> dict[str, Any]:
-    return json.loads((Path(run_dir) / MANIFEST).read_text())
+def load_manifest(run_dir: str | Path, study: str | None = None) -> dict[str, Any]:
+    """The run's manifest, checked (``pglab.runs.record``): a ManifestError, one line naming the file and the
+    problem, for one that is cut short, of the wrong shape or hand-edited; with ``study``, of that study."""
+    return record.read(run_dir, study)
 
 
 # -- the archive and the pipeline's run ------------------------------------------------------------
@@ -333,8 +335,7 @@ def _archive_previous(dest: Path, archive: Path) -> None:
         return
     candidates = [dest] if (dest / MANIFEST).exists() else [p for p in dest.iterdir() if (p / MANIFEST).exists()]
     for run in candidates:
-        run_id = load_manifest(run).get("run_id") or run.name
-        target = archive / run_id
+        target = record.inside(archive, archive / load_manifest(run)["run_id"], "archived copy")
         if not target.exists():
             archive.mkdir(parents=True, exist_ok=True)
             shutil.copytree(run, target, symlinks=True)
