@@ -93,7 +93,8 @@ def test_two_looks_keep_the_error_rate() -> None:
     adaptive = {"first_look": 6, "why": "max_blocks reached"}
     row = claims.comparison_row(claims.direction("x", 1.0), 1.1 + np.arange(12) * 0.01, adaptive=adaptive)
     assert row["confidence"] == pytest.approx(last, abs=1e-4) and row["blocks"] == 12
-    assert "open at the first look (6 blocks); 6 blocks added, then max_blocks reached" == row["stopped"]
+    assert row["stopped"] == ("open at the first look (6 blocks); 6 blocks added, then max_blocks reached "
+                              "(stopped: max_blocks)")
     early = claims.comparison_row(claims.direction("x", 1.0), 1.1 + np.arange(6) * 0.01, adaptive=adaptive)
     assert early["confidence"] == 0.95 and early["stopped"].startswith("first look at 6 blocks")
     fixed = claims.comparison_row(claims.direction("x", 1.0), 1.1 + np.arange(6) * 0.01)

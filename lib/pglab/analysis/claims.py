@@ -139,17 +139,76 @@ def _either_misses(first: int, k1: int, n: int, k: int) -> float:
     return float(joint[first_misses | last_misses].sum())
 
 
-def look_of(blocks: int, adaptive: Mapping[str, object] | None) -> tuple[float, str]:
+#: why a first look's adding stopped (``pglab.workloads.adaptive.STOPPED`` writes these into the record; read here
+#: for records that lack them: a run killed while adding, older code)
+STOPPED = {"decided": "every claim was decided or needs nothing more at the first look",
+           "max_blocks": "max_blocks reached", "budget": "the next block would have ended past budget_s",
+           "interrupted": "the run was interrupted (Ctrl-C, SIGTERM) while adding blocks",
+           "failed": "the run failed while adding blocks"}
+#: a claim still open when the adding stopped: what ended it (blocks were added for the claim / none were)
+STILL_OPEN = {"budget": ("the budget ended the adding", "the budget ended the adding before a block was added"),
+              "max_blocks": ("max_blocks ended the adding", "max_blocks left no block to add"),
+              "interrupted": ("the run was interrupted while adding", "the run was interrupted before an added "
+                              "block finished"),
+              "failed": ("the run failed while adding", "the run failed before an added block finished"),
+              "decided": ("the adding ended", "the first look found no block to add for it")}
+
+
+def first_look(manifest: Mapping[str, object]) -> dict[str, object] | None:
+    """A run's first-look record (``plan.adaptive``) as the analysis reads it, whoever wrote it (None: a fixed
+    plan). ``read_look`` with the run's outcome: a record left ``running`` was cut short by how the run ended."""
+    plan = manifest.get("plan")
+    record = plan.get("adaptive") if isinstance(plan, Mapping) else None
+    if not isinstance(record, Mapping) or not record:
+        return None
+    return read_look(record, str(manifest.get("outcome") or manifest.get("status") or ""))
+
+
+def read_look(record: Mapping[str, object], outcome: str = "") -> dict[str, object]:
+    """The record with ``stopped`` one of ``STOPPED`` and ``blocks_added`` counting finished blocks only.
+
+    Why: a run that ended while a block was under way (killed, or by older code that saved only before each
+    block) left ``stopped: running`` and counted that block as added; its ``outcome`` says how it ended
+    (``failed``, or else interrupted). An older record's missing ``blocks_finished``/``cut_short`` are derived."""
+    out = dict(record)
+    first = int(out.get("first_look", 0))  # type: ignore[call-overload]
+    added = int(out.get("blocks_added", 0))  # type: ignore[call-overload]
+    stopped = out.get("stopped")
+    if stopped not in STOPPED:
+        known = {why: key for key, why in STOPPED.items()}
+        stopped = known.get(str(out.get("why"))) if stopped is None else None
+        if stopped is None:  # ended while a block ran
+            stopped = "failed" if outcome == "failed" else "interrupted"
+            if "blocks_finished" not in out and added:  # older code counted the block under way as added
+                added -= 1
+            out["cut_short"] = out.get("cut_short") or first + added + 1
+        out["why"] = STOPPED[stopped]
+    out.update(stopped=stopped, blocks_planned=first, blocks_added=added, blocks_finished=first + added)
+    out.setdefault("why", STOPPED[stopped])
+    out.setdefault("cut_short", None)
+    return out
+
+
+def look_of(blocks: int, adaptive: Mapping[str, object] | None, still_open: bool = False) -> tuple[float, str]:
     """(confidence, why the claim got ``blocks`` blocks) under a run's ``plan.adaptive`` record (None: a fixed
-    plan). A claim with no more blocks than the first look was decided there, at 95%."""
+    plan). A claim with no more blocks than the first look was decided there at 95%, or (``still_open``: its
+    verdict is "not resolvable here") stayed open, and the words then say what ended the adding: never
+    "decided there" for a claim the budget, max_blocks, an interrupt or a failure left open."""
     if not adaptive:
         return CONFIDENCE, f"fixed plan: {blocks} blocks" if blocks else ""
-    first = int(adaptive.get("first_look", 0))  # type: ignore[call-overload]
+    look = read_look(adaptive)
+    first, added, key = int(look["first_look"]), int(look["blocks_added"]), str(look["stopped"])  # type: ignore[call-overload]
+    stop = f"stopped: {key} ({look['why']})"
     if blocks <= first:
-        return CONFIDENCE, f"first look at {first} blocks: decided there, or needing no more blocks"
-    why = (f"open at the first look ({first} blocks); {blocks - first} blocks added, "
-           f"then {adaptive.get('why', 'stopped')}")
-    return last_look_confidence(first, blocks), why
+        if not still_open:
+            return CONFIDENCE, f"first look at {first} blocks: decided there, or needing no more blocks; {stop}"
+        lead = STILL_OPEN[key][1] if added == 0 else "no added block measured it"
+        return CONFIDENCE, f"still open: {lead} (first look at {first} blocks; {added} blocks added; {stop})"
+    cut = look.get("cut_short")
+    more = (f"{blocks - first} blocks added" if not cut or blocks - first <= added else
+            f"{blocks - first} blocks added, block {cut} cut short (only its finished points count)")
+    why = f"open at the first look ({first} blocks); {more}, then {look['why']} (stopped: {key})"
+    return last_look_confidence(first, blocks), (f"still open: {STILL_OPEN[key][0]}; {why}" if still_open else why)
 
 
 def bounds(claim: Claim) -> tuple[float, float]:
@@ -202,7 +261,7 @@ def comparison_row(claim: Claim, ratios: Sequence[float] | np.ndarray | pd.Serie
     ``adaptive``: the run's ``plan.adaptive`` record, which sets the interval's confidence (``look_of``)."""
     x = np.asarray(ratios, dtype=float)
     x = x[~np.isnan(x)]
-    confidence, stopped = look_of(len(x), adaptive)
+    confidence, _ = look_of(len(x), adaptive)
     med, lo, hi, method = median_interval(x, confidence)
     med, lo, hi = _r(med), _r(lo), _r(hi)  # decided on the numbers comparison.csv shows, so it can be recomputed
     v = verdict(lo, hi, claim) if len(x) >= 2 else "not resolvable here" if len(x) else "not measurable here"
@@ -227,6 +286,7 @@ def comparison_row(claim: Claim, ratios: Sequence[float] | np.ndarray | pd.Serie
         notes.insert(0, f"this machine differs from the article's: {machine.here} here, {machine.article}"
                      + (f"; answered by {machine.answer}" if machine.answer else ""))
     low, high = bounds(claim)
+    stopped = look_of(len(x), adaptive, still_open=v == "not resolvable here")[1]
     return {"claim": claim.text, "published": _r(claim.published), "reproduced": med, "ci_low": lo,
             "ci_high": hi, "noise_floor": _r(noise), "blocks": int(len(x)), "verdict": v, "rule": claim.tested,
             "bound_low": _r(low) if math.isfinite(low) else math.nan,
@@ -270,6 +330,8 @@ def ordering_row(claim: Claim, steps: Mapping[str, Sequence[float] | np.ndarray 
                       "held" if verdicts == {"held"} else "not resolvable here")
     steps_words = ", ".join(f"{k}: {r['reproduced']:.3g} [{r['ci_low']:.3g}, {r['ci_high']:.3g}] {r['verdict']}"
                             for k, r in rows.items())
+    same = next((r for r in rows.values() if r["verdict"] == row["verdict"]), row)
+    row["stopped"] = same["stopped"]  # a step that left the ordering open says so, not a decided weaker step
     row["rule"] = "held if every step holds (each: " + claim.tested + "); did not hold if one step does not"
     row["note"] = "; ".join(s for s in (where, f"the weaker step is shown ({weaker})", steps_words,
                                         str(rows[weaker]["note"])) if s)

@@ -113,9 +113,12 @@ def _machine_problems(manifest: dict[str, Any], inventory: Inventory) -> list[st
 def open_run(data_root: str | Path, study: str, profile: str, parameters: dict[str, Any], plan: dict[str, Any],
              inventory: Inventory, resume: Path | None = None) -> RunStore:
     """The run's folder: a new one under ``data_root``, or ``resume`` once it is checked to be the same
-    study, parameters and plan on the same machines; the plan is recorded in its manifest either way."""
+    study, parameters and plan on the same machines; the plan is recorded in its manifest either way. A resumed
+    run keeps its first look's record (``plan.adaptive``, ``pglab.workloads.adaptive``): the look is not taken
+    again over a folder that holds the blocks it added."""
     store = (resumable(resume, parameters, plan, inventory) if resume else
              RunStore(archive_dir(data_root, study), study, profile, parameters))
-    store.manifest["plan"] = plan
+    earlier = store.manifest.get("plan", {}).get("adaptive") if resume else None
+    store.manifest["plan"] = {**plan, "adaptive": earlier} if earlier else plan
     return store
 

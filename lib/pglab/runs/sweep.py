@@ -165,7 +165,9 @@ def run(store: RunStore, points: Sequence[Planned], measure: Measure, *, desc: s
     in_flight = set_aside_in_flight(store, [p.id for p in points])
     if in_flight:
         store.manifest.setdefault("remeasured", []).extend(in_flight)
-    counts = {"total": len(points), "ok": 0, "failed": 0}
+    # over every point of the folder, this sweep's and earlier ones' (a first look's added blocks, or the
+    # planned points when a resumed run's added points exist): ok never exceeds total
+    counts = {"total": len({p.id for p in points} | set(done)), "ok": 0, "failed": 0}
     for status in done.values():
         counts[status] = counts.get(status, 0) + 1
     store.manifest["points"] = counts

@@ -103,7 +103,7 @@ def compare(ratios: pd.DataFrame, reference_dir: Path, manifest: dict[str, Any],
     par = manifest.get("parameters", {})
     src = par.get("source_host") or "local"
     machine = hardware.instances(where, placement.separate(manifest, [src], [par.get("external_host") or src]))
-    kw: dict[str, Any] = {"aa": blocks.aa(), "machine": machine, "adaptive": manifest.get("plan", {}).get("adaptive")}
+    kw: dict[str, Any] = {"aa": blocks.aa(), "machine": machine, "adaptive": claims.first_look(manifest)}
     extra = {"RW": [rt.get("RW", ""), wait_note(_kind(waits, "RW"), "FDW_local", "local"), steal],
              "RO": [rt.get("RO", ""), wait_note(_kind(waits, "RO"), "FDW_local", "local"), steal],
              "external": [where]}

@@ -205,7 +205,7 @@ def compare(points: pd.DataFrame, ratios: pd.DataFrame, reference_dir: Path, man
     """Published vs reproduced, one row per claim of the article, each from per-block ratios."""
     ref = reference(reference_dir)
     par = manifest.get("parameters", {})
-    par_adaptive = manifest.get("plan", {}).get("adaptive")
+    par_adaptive = claims.first_look(manifest)  # the record as the run ended (claims.read_look)
     cpu = hardware.shared_cpu(manifest, "two i2.4xlarge instances of 16 vCPU each (provider; subscriber)",
                               "provider, subscriber, daemons and pgbench")
     per_block = BlockEffects.of(ratios)  # block x system: geometric mean over client counts

@@ -72,7 +72,7 @@ def compare(a_ratios: pd.DataFrame, reads: pd.DataFrame, reference_dir: Path, fs
     ref, ref_reads = reference_ratios(reference_dir)
     per_block = BlockEffects.of(a_ratios)  # block x level: geometric mean over client counts
     disk = hardware.disk_flush(fsync)
-    adaptive = manifest.get("plan", {}).get("adaptive")
+    adaptive = claims.first_look(manifest)  # the record as the run ended (claims.read_look)
     kw: dict[str, Any] = {"aa": per_block.aa, "adaptive": adaptive}
     rows = []
     how = "per block: geometric mean over client counts of tps(level)/tps(on)"
