@@ -262,6 +262,22 @@ def test_summary_refuses_non_summaries() -> None:
         parse_summary("", read("pgbench/9.6/article_progress_restarted.txt"))
 
 
+def _summaries() -> list[str]:
+    return sorted(str(f.relative_to(DATA)) for f in (DATA / "pgbench").rglob("*")
+                  if f.is_file() and "actually processed" in f.read_text(errors="replace"))
+
+
+@pytest.mark.parametrize("rel", _summaries())
+def test_a_summary_cut_after_its_count_is_refused_not_read_as_no_tps(rel: str) -> None:
+    """Every real capture (9.6 to 18) cut right after 'number of transactions actually processed': refused
+    with a word that it was cut short, never parsed with tps None."""
+    text = read(rel)
+    cut = text[:text.index("\n", text.index("actually processed")) + 1]
+    assert parse_summary(text)["tps"] is not None
+    with pytest.raises(ParseError, match="cut short"):
+        parse_summary(cut)
+
+
 # ---------------------------------------------------------------------------------------------
 # pgbench -i
 # ---------------------------------------------------------------------------------------------

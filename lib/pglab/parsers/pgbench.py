@@ -299,6 +299,9 @@ def parse_summary(stdout: str, stderr: str = "") -> dict[str, Any]:
     r["progress"] = parse_progress(stdout) + parse_progress(stderr)
     if re.search(r"^pgbench: (?:error|fatal): .*aborted", stderr, re.M):
         r["aborted"] = True
+    if r["tps"] is None and not r["aborted"]:  # every version prints tps after the count: cut short
+        raise ParseError("incomplete pgbench run summary: it has 'number of transactions actually processed' "
+                         "but no 'tps = ...' line after it (the output was cut short)")
     return r
 
 
