@@ -156,8 +156,8 @@ def check(data: Any, path: str | Path, model: type[Bookkeeping] = RunRecord) -> 
     """``data`` (a parsed manifest) if it has ``model``'s shape and belongs in its folder; else ManifestError."""
     path = Path(path)
     if not isinstance(data, dict):
-        raise ManifestError(path, f"not a run manifest: a JSON {type(data).__name__.replace('dict', 'object')}, "
-                                  "not an object")
+        kind = {list: "array", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(data), "null")
+        raise ManifestError(path, f"not a run manifest: a JSON {kind}, not an object")
     try:
         model.model_validate(data)
     except ValidationError as exc:
