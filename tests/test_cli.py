@@ -117,3 +117,41 @@ def test_check_takes_a_params_file_of_one_study(tmp_path) -> None:
     assert "blocks" in res.stdout
     res = pglab("check", "synchronous_commit", "fdw_overhead", "--params", str(bad))
     assert res.returncode == 2 and "--params names one study's params file" in res.stderr
+
+
+def test_run_folders_are_untrusted_input(tmp_path: Path) -> None:
+    """Issue 33 section 4 as reported: a copy of a shipped run whose manifest says run_id ``../escaped-X``, one
+    cut short, a run of another study, an --out that is a file: exit 2, one line naming the file, no traceback,
+    nothing written (the full checks: tests/test_hostile_runs.py)."""
+    import shutil
+
+    from conftest import pulled_runs
+
+    pulled_runs("synchronous_commit", "fdw_overhead")
+    run = tmp_path / "run"
+    shutil.copytree(REPO / "data" / "raw" / "synchronous_commit", run)
+    m = json.loads((run / "manifest.json").read_text())
+    (run / "manifest.json").write_text(json.dumps({**m, "run_id": "../escaped-X"}))
+    out = tmp_path / "out"
+    res = pglab("spread", "synchronous_commit", str(run), str(run), "--out", str(out))
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.startswith(f"pglab: {run / 'manifest.json'}: ")
+    assert "'../escaped-X' is not a plain id" in res.stderr
+    assert not out.exists() and not (tmp_path / "escaped-X").exists()
+
+    (run / "manifest.json").write_text(json.dumps(m)[:500])
+    for args in (["compare", str(run), str(run)], ["spread", "synchronous_commit", str(run), "--out", str(out)],
+                 ["analyze", "synchronous_commit", "--run", str(run), "--data-root", str(tmp_path / "d")]):
+        res = pglab(*args)
+        assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+        assert f"{run / 'manifest.json'}: not valid JSON, truncated or hand-edited" in res.stderr
+
+    other = REPO / "data" / "raw" / "fdw_overhead"
+    res = pglab("analyze", "synchronous_commit", "--run", str(other), "--data-root", str(tmp_path / "d"))
+    assert res.returncode == 2 and res.stderr.count("\n") == 1
+    assert f"{other / 'manifest.json'}: a run of fdw_overhead, not of synchronous_commit" in res.stderr
+    assert not (tmp_path / "d").exists()
+
+    out.write_text("")
+    res = pglab("spread", "synchronous_commit", str(REPO / "data" / "raw" / "synchronous_commit"), "--out", str(out))
+    assert res.returncode == 2 and res.stderr == f"pglab: --out {out}: exists and is not a folder\n"
