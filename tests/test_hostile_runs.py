@@ -295,3 +295,30 @@ def test_record_imports_no_host_code() -> None:
             "and m.split('.')[1] not in ('errors', 'runs')); assert not bad, bad; "
             "assert 'pglab.runs.store' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+# -- the other readers ----------------------------------------------------------------------------------------
+
+
+def test_publishing_never_archives_a_previous_copy_under_a_path_its_manifest_names(tmp_path: Path) -> None:
+    from pglab.runs.store import publish
+
+    new = good_run(tmp_path / "data")
+    dest = tmp_path / "data" / "raw" / STUDY
+    dest.mkdir(parents=True)
+    (dest / "manifest.json").write_text(json.dumps({**shipped(), "run_id": "../../escaped-X"}))
+    with pytest.raises(record.ManifestError, match="is not a plain id"):
+        publish(new, dest)
+    assert not (tmp_path / "escaped-X").exists() and not (tmp_path / "data" / "escaped-X").exists()
+    assert json.loads((dest / "manifest.json").read_text())["run_id"] == "../../escaped-X"  # left as it was
+
+
+def test_a_notebook_names_a_run_of_another_study(tmp_path: Path) -> None:
+    from pglab.app import notebook
+
+    dest = tmp_path / "data" / "raw" / STUDY
+    dest.mkdir(parents=True)
+    (dest / "manifest.json").write_text(json.dumps(shipped("fdw_overhead")))
+    with pytest.raises(record.ManifestError, match="a run of fdw_overhead, not of synchronous_commit"):
+        notebook.run(STUDY, {"collect": False, "data_root": str(tmp_path / "data")}, progress=False)
+    assert not (tmp_path / "data" / "derived").exists()
