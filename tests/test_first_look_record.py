@@ -205,6 +205,8 @@ def test_older_records_read_the_same() -> None:
     assert failed["stopped"] == "failed" and failed["why"] == claims.STOPPED["failed"]
     assert claims.read_look({"first_look": 6, "why": "max_blocks reached"})["stopped"] == "max_blocks"
     assert claims.first_look({"plan": {"points": []}}) is None
+    with pytest.raises(ValueError, match="plan.adaptive.first_look: not a number of blocks"):
+        claims.first_look({"plan": {"adaptive": {"first_look": "six", "stopped": "budget"}}})
     assert claims.STOPPED == adaptive.STOPPED  # the words the manifest and comparison.csv use are the same
 
 

@@ -171,8 +171,7 @@ def read_look(record: Mapping[str, object], outcome: str = "") -> dict[str, obje
     block) left ``stopped: running`` and counted that block as added; its ``outcome`` says how it ended
     (``failed``, or else interrupted). An older record's missing ``blocks_finished``/``cut_short`` are derived."""
     out = dict(record)
-    first = int(out.get("first_look", 0))  # type: ignore[call-overload]
-    added = int(out.get("blocks_added", 0))  # type: ignore[call-overload]
+    first, added = _count(out, "first_look"), _count(out, "blocks_added")
     stopped = out.get("stopped")
     if stopped not in STOPPED:
         known = {why: key for key, why in STOPPED.items()}
@@ -189,6 +188,14 @@ def read_look(record: Mapping[str, object], outcome: str = "") -> dict[str, obje
     return out
 
 
+def _count(record: Mapping[str, object], key: str) -> int:
+    """A whole number of blocks from a run's record; a manifest from elsewhere may hold anything there."""
+    v = record.get(key, 0)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or v < 0:
+        raise ValueError(f"plan.adaptive.{key}: not a number of blocks ({str(v)[:60]!r})")
+    return int(v)
+
+
 def look_of(blocks: int, adaptive: Mapping[str, object] | None, still_open: bool = False) -> tuple[float, str]:
     """(confidence, why the claim got ``blocks`` blocks) under a run's ``plan.adaptive`` record (None: a fixed
     plan). A claim with no more blocks than the first look was decided there at 95%, or (``still_open``: its
@@ -197,7 +204,7 @@ def look_of(blocks: int, adaptive: Mapping[str, object] | None, still_open: bool
     if not adaptive:
         return CONFIDENCE, f"fixed plan: {blocks} blocks" if blocks else ""
     look = read_look(adaptive)
-    first, added, key = int(look["first_look"]), int(look["blocks_added"]), str(look["stopped"])  # type: ignore[call-overload]
+    first, added, key = _count(look, "first_look"), _count(look, "blocks_added"), str(look["stopped"])
     stop = f"stopped: {key} ({look['why']})"
     if blocks <= first:
         if not still_open:
