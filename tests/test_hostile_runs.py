@@ -290,6 +290,30 @@ def test_every_shipped_manifest_loads() -> None:
         assert m == json.loads(path.read_text())  # read as written: nothing dropped or coerced
 
 
+def remote_manifests() -> list[Path]:
+    """Every manifest the repository's DVC remote holds: each run ever shipped (the remote keeps them all)."""
+    files = REPO / "data" / "dvc-remote" / "files" / "md5"
+    out = set()
+    for listing in files.rglob("*.dir"):
+        for entry in json.loads(listing.read_text()):
+            if entry.get("relpath") == "manifest.json":
+                out.add(files / entry["md5"][:2] / entry["md5"][2:])
+    return sorted(out)
+
+
+def test_every_manifest_ever_shipped_passes_the_record() -> None:
+    """The remote's history (37 runs of the five studies, 2026-11-23 on) is the corpus of earlier formats."""
+    found = remote_manifests()
+    assert len(found) >= 30
+    studies = set()
+    for path in found:
+        data = json.loads(path.read_text())
+        m = record.check(data, path)
+        assert m == data and m["status"], path
+        studies.add(m["study"])
+    assert studies == set(STUDIES)
+
+
 def test_record_imports_no_host_code() -> None:
     code = ("import sys, pglab.runs.record; bad = sorted(m for m in sys.modules if m.startswith('pglab.') "
             "and m.split('.')[1] not in ('errors', 'runs')); assert not bad, bad; "

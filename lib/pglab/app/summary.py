@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pglab.runs import record
 from pglab.studies import STUDIES
 
 
@@ -35,7 +36,7 @@ def cost(manifest: Path) -> str:
     own CPU (goal at most 0.5% of the machine)."""
     if not manifest.exists():
         return "no manifest"
-    wall, share, cpu = costs(json.loads(manifest.read_text()))
+    wall, share, cpu = costs(record.read(manifest.parent))
     own = "?" if cpu is None else f"{cpu:.2%}"
     return (f"{wall:.0f} s wall, measuring {'?' if share is None else f'{share:.0%}'} of it (goal 85%), "
             f"pglab's own CPU {own} of the machine (goal 0.5%)")
