@@ -5,7 +5,9 @@ report says the study's question, then the verdict table (claim, article, reprod
 interval in words, noise floor, verdict, evidence), where it ran, the figures with their captions,
 the details, and the parameters last, folded. Every image is embedded and nothing is loaded from any
 host, so the file opens offline; nothing in it depends on when it was made, so an analysis of the same
-run writes the same bytes (it is a DVC output).
+run writes the same bytes (it is a DVC output). Its text from params, inventories, servers and tools stays text:
+the whole body passes ``report_notebook.clean_html`` (nothing that loads, navigates, submits or runs), and the
+policy forbids loading, form posts and ``<base>``.
 
 ``python -m pglab.app.report STUDY`` (the analyze stage, after papermill) normalises
 ``reports/STUDY.ipynb`` and writes ``reports/STUDY.html``; ``--index`` writes ``reports/index.html``.
@@ -62,6 +64,7 @@ vertical-align:top;text-align:left}th{background:#f3f3f3}td.num{text-align:right
 figure{margin:18px 0}figure img{max-width:100%;border:1px solid #eee}figcaption{color:#444;margin-top:4px}
 pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:.85em}details{margin:24px 0}
 summary{cursor:pointer;font-weight:600}.table{overflow-x:auto}
+.dataframe thead th{text-align:right}.dataframe tbody th{vertical-align:top}
 """
 
 
@@ -192,11 +195,20 @@ def study_html(study: str, nb: Notebook, comparison: pd.DataFrame, manifest: dic
     return _page(f"pglab report: {study}", "".join(out))
 
 
+#: nothing loads but embedded images and the page's own style, and nothing leaves the page by itself: no form
+#: posts (form-action), no <base> re-points its links. A <meta http-equiv=refresh> is not covered by any
+#: directive Chromium supports (navigate-to never shipped), so ``_page`` also keeps no element but
+#: ``report_notebook.SAFE_TAGS`` in the body: no meta, form, base, script, iframe, object or link is written.
+CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; form-action 'none'; base-uri 'none'"
+
+
 def _page(title: str, body: str) -> str:
+    """The page: its own head, and a body cleaned of everything that loads, navigates, submits or runs
+    (``report_notebook.clean_html``: the one gate every part of a report passes, whoever escaped it before)."""
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; "
-            "style-src 'unsafe-inline'\">"
-            f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>{body}</body></html>\n")
+            f"<meta http-equiv=\"Content-Security-Policy\" content=\"{CSP}\">"
+            f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head>"
+            f"<body>{report_notebook.clean_html(body)}</body></html>\n")
 
 
 def write_study(study: str, root: Path) -> Path:

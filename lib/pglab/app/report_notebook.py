@@ -4,6 +4,12 @@ Why: papermill stamps every execution with times and gives the injected cell a n
 of the same run differ and ``dvc repro`` leaves ``dvc.lock`` dirty; ``normalize`` removes exactly those
 stamps. ``sections`` reads the notebook as its reader sees it (headings, text, tables, figures), without
 the code, so a report can put the verdicts first and the parameters last.
+
+A notebook's outputs hold user text (target names and labels, host names, server messages), so what a report
+shows of them is made safe here, whatever an analysis forgot to escape: markdown is rendered with raw HTML
+escaped, a link leaving the page as its text and an image not embedded as its alt text, and every piece of
+HTML goes through ``clean_html``, which keeps only elements that show text and tables (nothing that loads,
+navigates, submits or runs) and only local links and embedded images.
 """
 
 from __future__ import annotations
@@ -11,18 +17,120 @@ from __future__ import annotations
 import base64
 import html
 import json
+import re
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import mistune
+from mistune.util import striptags
 
 #: per-cell and per-notebook metadata papermill and the kernel fill with times of this execution
 _VOLATILE_CELL = ("execution",)
 _VOLATILE_PAPERMILL = ("start_time", "end_time", "duration")
 INJECTED_ID = "injected-parameters"
 
-_markdown = mistune.create_markdown(plugins=["table", "strikethrough"])
+#: elements a report shows: text, lists, tables, figures, folds; none loads, navigates, submits or runs anything
+SAFE_TAGS = frozenset({
+    "a", "abbr", "b", "blockquote", "br", "caption", "code", "col", "colgroup", "dd", "del", "details", "div", "dl",
+    "dt", "em", "figcaption", "figure", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "kbd", "li", "ol", "p",
+    "pre", "s", "samp", "small", "span", "strong", "sub", "summary", "sup", "table", "tbody", "td", "tfoot", "th",
+    "thead", "tr", "u", "ul"})
+_VOID = frozenset({"br", "col", "hr", "img"})
+#: attributes kept (``href`` and ``src`` only when local / embedded, ``style`` only without a URL or escape)
+_ATTRS = frozenset({"align", "alt", "border", "class", "colspan", "halign", "href", "id", "open", "rowspan",
+                    "scope", "span", "src", "start", "style", "title", "valign"})
+_EMBEDDED = re.compile(r"data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/=\s]*\Z")
+_PLAIN_STYLE = re.compile(r"[\w\s:;.,%#-]*\Z")
+_CONTROL = re.compile(r"[\x00-\x20\x7f]+")  # browsers drop these from a URL: "java\tscript:" is javascript:
+
+
+def local_url(url: str) -> bool:
+    """True for a link within the page or to a file beside it: no scheme (http:, javascript:, data:) and no
+    host (``//host``, which a browser also reads in ``\\host`` and ``/\\host``)."""
+    u = _CONTROL.sub("", html.unescape(url))
+    return not re.match(r"[A-Za-z][A-Za-z0-9+.-]*:|[/\\]{2}", u)
+
+
+def _attr_ok(tag: str, name: str, value: str | None) -> bool:
+    if name not in _ATTRS:
+        return False
+    if name == "href":
+        return tag == "a" and value is not None and local_url(value)
+    if name == "src":
+        return tag == "img" and value is not None and bool(_EMBEDDED.match(value))
+    return name != "style" or bool(_PLAIN_STYLE.match(value or ""))
+
+
+class _Cleaner(HTMLParser):
+    """HTML rewritten from what the parser read: only ``SAFE_TAGS`` with their safe attributes, every text and
+    attribute escaped anew, so the browser reads it as this parser did. Comments, declarations, scripts and
+    styles go; a link without a local ``href`` and an image without an embedded ``src`` go, their text stays."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.out: list[str] = []
+        self.links: list[bool] = []  # per open <a>: kept (its end tag too) or dropped
+        self.skip = 0  # inside <script> or <style>: their text is code, not text
+
+    def _start(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in ("script", "style"):
+            self.skip += 1
+            return
+        kept = [(k, v) for k, v in attrs if _attr_ok(tag, k, v)]
+        keep = tag in SAFE_TAGS and not (tag == "a" and not any(k == "href" for k, _ in kept)) \
+            and not (tag == "img" and not any(k == "src" for k, _ in kept))
+        if tag == "a":
+            self.links.append(keep)
+        if keep:
+            self.out.append(f"<{tag}" + "".join(f" {k}" if v is None else f" {k}=\"{html.escape(v)}\""
+                                                for k, v in kept) + ">")
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._start(tag, attrs)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._start(tag, attrs)
+        if tag in ("script", "style"):
+            self.skip -= 1
+        elif tag == "a":
+            self.handle_endtag(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("script", "style"):
+            self.skip = max(0, self.skip - 1)
+        elif tag == "a":
+            if self.links and self.links.pop():
+                self.out.append("</a>")
+        elif tag in SAFE_TAGS and tag not in _VOID:
+            self.out.append(f"</{tag}>")
+
+    def handle_data(self, data: str) -> None:
+        if not self.skip:
+            self.out.append(html.escape(data, quote=False))
+
+
+def clean_html(fragment: str) -> str:
+    """``fragment`` with nothing that loads, navigates, submits or runs (see ``_Cleaner``)."""
+    cleaner = _Cleaner()
+    cleaner.feed(fragment)
+    cleaner.close()
+    return "".join(cleaner.out)
+
+
+class _Renderer(mistune.HTMLRenderer):
+    """Markdown's raw HTML escaped; a link leaving the page shown as its text, an image not embedded as its alt
+    text (the page loads nothing and a reader follows nothing from its text)."""
+
+    def link(self, text: str, url: str, title: str | None = None) -> str:
+        return super().link(text, url, title) if local_url(url) else text
+
+    def image(self, text: str, url: str, title: str | None = None) -> str:
+        return super().image(text, url, title) if _EMBEDDED.match(url) else striptags(text)
+
+
+_markdown = mistune.create_markdown(renderer=_Renderer(escape=True), plugins=["table", "strikethrough"])
 
 
 def normalize(path: Path) -> bool:
@@ -67,7 +175,7 @@ def _coalesced(outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def markdown(text: str) -> str:
-    return str(_markdown(text))
+    return clean_html(str(_markdown(text)))
 
 
 @dataclass
@@ -117,7 +225,7 @@ def _output_html(out: dict[str, Any], section: Section) -> None:
         base64.b64decode(png, validate=True)  # a broken image fails the report, not the reader's browser
         section.figures.append(Figure(section.heading, png))
     elif "text/html" in data:
-        section.parts.append(f"<div class=\"table\">{_text(data['text/html'])}</div>")
+        section.parts.append(f"<div class=\"table\">{clean_html(_text(data['text/html']))}</div>")
     elif "text/markdown" in data:
         section.parts.append(markdown(_text(data["text/markdown"])))
     elif "text/plain" in data:

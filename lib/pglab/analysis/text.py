@@ -1,0 +1,35 @@
+"""User text made inert before it is put into markdown: what a params file, an inventory, a server (settings,
+versions, error text) or a tool's output says is shown as the characters it holds, never as markup.
+
+Why backslash escapes, not code spans: CommonMark lets any ASCII punctuation be backslash-escaped, and every
+renderer these notebooks meet (Jupyter's marked, mistune in the reports, markdown-it, GitHub for the docs pages)
+then shows the character itself, in a paragraph, a list item and a GFM table cell (an escaped ``|`` does not
+split the cell). A code span cannot hold every value (a backtick needs a longer fence, a pipe still splits a
+table cell) and shows prose in monospace. Only the characters that can start markup where the value lands are
+escaped, so the generated docs pages stay readable as plain markdown: ``1.25`` and ``pg_test_fsync (local)``
+keep their looks, while an image, a link, an autolink, raw HTML, an entity, emphasis, a code span, a table pipe,
+strikethrough or math cannot form. A line break would end the list item a value sits in: one space instead.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: characters that open or close inline markup anywhere in a line (``&`` an entity, ``$`` Jupyter's math); an
+#: underscore between two letters or digits never does (CommonMark), so ``pg_test_fsync`` is left as it is
+_INLINE = re.compile(r"([\\`*\[\]<>!&|~$@]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
+#: what GFM and mistune turn into a link without any bracket: ``http://``, ``ftp://``, ``www.``
+_AUTOLINK = re.compile(r"(?<=[A-Za-z0-9])(:)(?=//)|(?<=\b[wW]{3})(\.)")
+#: what starts a block at the beginning of a line (a heading, a list item, a setext underline or a rule), not
+#: what merely starts with the same character (``#1``, ``-3.5``, ``1.25``)
+_BLOCK = re.compile(r"^(\s*)(?:(#{1,6}|[-+=]+)|(\d{1,9})([.)]))(?=\s|$)")
+_NEWLINE = re.compile(r"\s*(?:\r\n|\r|\n)\s*")
+
+
+def escape_text(value: object) -> str:
+    """``value`` as markdown that renders as exactly its text (a line break as one space)."""
+    text = _NEWLINE.sub(" ", str(value))
+    text = _INLINE.sub(r"\\\1", text)
+    text = _AUTOLINK.sub(lambda m: "\\" + m.group(0), text)
+    return _BLOCK.sub(lambda m: m.group(1) + ("\\" + m.group(2) if m.group(2) else m.group(3) + "\\" + m.group(4)),
+                      text, count=1)
