@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, NonNegativeInt, ValidationError
 
 from pglab.errors import UserError
 
@@ -92,8 +92,22 @@ class Topology(_Open):
     clients: dict[str, dict[str, Any]] | None = None
 
 
+class Adaptive(_Open):
+    """A first look's record (``workloads.adaptive``): counts of blocks, and why the adding stopped."""
+
+    added: list[PlainId] = []  # the points of added blocks
+    first_look: NonNegativeInt | None = None
+    blocks_added: NonNegativeInt | None = None
+    blocks_finished: NonNegativeInt | None = None
+    cut_short: NonNegativeInt | None = None
+    max_blocks: NonNegativeInt | None = None
+    stopped: str | None = None
+    why: str | None = None
+
+
 class Plan(_Open):
     points: list[PlainId] = []  # point folders: paths under the run folder
+    adaptive: Adaptive | None = None
 
 
 class RunRecord(Bookkeeping):

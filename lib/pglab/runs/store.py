@@ -233,11 +233,19 @@ class RunStore:
         return points_not_ok_summary(self.dir)
 
 
+def planned_points(manifest: dict[str, Any]) -> list[str]:
+    """The plan's points, then those a first look added (``plan.adaptive.added``), each once."""
+    plan = manifest.get("plan", {})
+    added = (plan.get("adaptive") or {}).get("added", [])
+    return list(dict.fromkeys([*plan.get("points", []), *added]))
+
+
 def points_not_ok(run_dir: Path) -> dict[str, str]:
     """Planned point id -> why it is not ``ok`` (its status and error, or "not measured"), in plan order.
 
-    What makes a run ``complete``: every planned point measured (pglab.runs.session)."""
-    planned = load_manifest(run_dir).get("plan", {}).get("points", [])
+    What makes a run ``complete``: every planned point measured (pglab.runs.session), a first look's added
+    blocks' points included."""
+    planned = planned_points(load_manifest(run_dir))
     out: dict[str, str] = {}
     for pid in planned:
         try:
@@ -263,7 +271,7 @@ def not_publishable(run_dir: Path, status: str | None) -> str | None:
 def points_not_ok_summary(run_dir: Path, show: int = 3) -> str:
     """One line: how many planned points are not ok, and the first few with why."""
     bad = points_not_ok(run_dir)
-    total = len(load_manifest(run_dir).get("plan", {}).get("points", []))
+    total = len(planned_points(load_manifest(run_dir)))
     first = "; ".join(f"{pid} {why}" for pid, why in list(bad.items())[:show])
     more = f" (and {len(bad) - show} more: {Path(run_dir) / '*' / 'meta.json'})" if len(bad) > show else ""
     return f"{len(bad)} of {total} planned points not measured ({first}{more})"
