@@ -99,9 +99,11 @@ def test_hostile_user_text_renders_as_text_in_the_report(hostile_report: Path, t
     assert "javascript:" not in "".join(_attr(t, "href") for t in _tags(dom, "a"))
 
 
-#: the notebooks' markdown is written by ``claims.verdict_line`` and ``notebook.where_summary`` (placement.summary),
-#: files outside this change: they take ``escape_text`` next (issue 33 section 3); strict, so this says when they do
-PENDING = pytest.mark.xfail(strict=True, reason="verdict_line and where_summary do not escape user text yet")
+#: the notebooks still list their verdicts with ``claims.verdict_line`` (not ``pglab.analysis.text.verdict_line``)
+#: and show ``notebook.where_summary`` (placement.summary) unescaped: files outside this change, next (issue 33
+#: section 3); strict, so this test says when they are done
+PENDING = pytest.mark.xfail(strict=True, reason="the notebooks' verdict lines and placement sentence are not "
+                            "escaped yet")
 
 
 @PENDING
@@ -175,3 +177,23 @@ def test_the_report_drops_markup_that_would_navigate_or_load(tmp_path: Path) -> 
     out.write_text(page)
     seen = open_page(out, tmp_path, height=800)
     assert [u for u in seen.requests if not u.startswith(("file:", "data:"))] == []
+
+
+def test_a_verdict_line_shows_its_fields_as_typed() -> None:
+    """``text.verdict_line``: the verdict, numbers and rule as markdown, every field of comparison.csv as text."""
+    from pglab.analysis.text import verdict_line
+
+    row = {"claim": "stock *beats* tuned", "verdict": "held", "published": 1.5, "reproduced": 1.29, "ci_low": 1.12,
+           "ci_high": 1.49, "ci_method": "order-statistic", "blocks": 6, "confidence": float("nan"),
+           "rule": "held if the 95% interval lies inside (1.25, 1.8) (size)", "depends_on": "the services compared",
+           "here": f"stock ({PROVIDER})", "article": "", "note": f"on host {HOST}; see `docs/x.md`"}
+    line = verdict_line(row)
+    assert line.startswith("- **stock \\*beats\\* tuned**: *held*. Article 1.5; reproduced 1.29 [1.12, 1.49] (95% "
+                           "interval of the median over 6 blocks); rule: held if the 95% interval lies inside (1.25, "
+                           "1.8) (size). Depends on: the services compared; here stock (")
+    for render in (report_notebook.markdown, MarkdownIt("commonmark", {"html": True}).render):
+        out = render(line)
+        assert re.findall(r"<(\w+)", out) == ["ul", "li", "strong", "em"], out
+        text = html.unescape(re.sub(r"<[^>]+>", "", out))
+        assert f"stock ({PROVIDER})" in text and f"on host {HOST}; see `docs/x.md`" in text
+        assert "the article: not given." in text and "stock *beats* tuned" in text

@@ -13,7 +13,11 @@ strikethrough or math cannot form. A line break would end the list item a value 
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Mapping
+
+from pglab.analysis.stats import CONFIDENCE, interval_words
 
 #: characters that open or close inline markup anywhere in a line (``&`` an entity, ``$`` Jupyter's math); an
 #: underscore between two letters or digits never does (CommonMark), so ``pg_test_fsync`` is left as it is
@@ -33,3 +37,34 @@ def escape_text(value: object) -> str:
     text = _AUTOLINK.sub(lambda m: "\\" + m.group(0), text)
     return _BLOCK.sub(lambda m: m.group(1) + ("\\" + m.group(2) if m.group(2) else m.group(3) + "\\" + m.group(4)),
                       text, count=1)
+
+
+def _number(value: object) -> float:
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _num(value: object) -> str:
+    x = _number(value)
+    return "-" if math.isnan(x) else f"{x:.3g}"
+
+
+def verdict_line(row: Mapping[str, object]) -> str:
+    """One claim of comparison.csv as a markdown list item, as the notebooks and docs pages list it: the verdict,
+    the numbers, the rule and the machine property beside it, then the note. Every field is escaped: notes and
+    properties name targets, providers and hosts as the user wrote them (here, not in ``claims``: a collect stage
+    imports that, and an edit to how text is shown must not re-measure)."""
+    t, conf, shown = escape_text, _number(row.get("confidence")), ""
+    if not math.isnan(_number(row.get("reproduced"))):
+        words = interval_words(str(row.get("ci_method")), row.get("blocks"),  # type: ignore[arg-type]
+                               confidence=CONFIDENCE if math.isnan(conf) else conf)
+        shown = (f"reproduced {_num(row['reproduced'])} [{_num(row.get('ci_low'))}, {_num(row.get('ci_high'))}] "
+                 f"({words}); ")
+    prop = row.get("depends_on")
+    machine = (f" Depends on: {t(prop)}; here {t(row.get('here'))}; the article: "
+               f"{t(row.get('article') or 'not given')}." if isinstance(prop, str) and prop else "")
+    note = row.get("note")
+    return (f"- **{t(row['claim'])}**: *{t(row['verdict'])}*. Article {_num(row.get('published'))}; {shown}"
+            f"rule: {t(row.get('rule'))}.{machine}" + (f" ({t(note)})" if isinstance(note, str) and note else ""))
