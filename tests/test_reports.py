@@ -120,6 +120,7 @@ def test_a_report_opens_on_its_question_and_verdicts_and_ends_on_its_parameters(
     assert "one machine of 2 cores" in page  # a claim without its own property: the machine's facts
     assert page.count("data:image/png;base64,") == 1 and "Figure 1. Throughput by level" in page
     assert "http://" not in page and "https://" not in page
+    assert "form-action 'none'; base-uri 'none'" in page  # nothing posts, nothing re-points the links
 
 
 def test_the_browser_check_sees_a_request_to_another_host(tmp_path: Path) -> None:
