@@ -99,14 +99,6 @@ def test_hostile_user_text_renders_as_text_in_the_report(hostile_report: Path, t
     assert "javascript:" not in "".join(_attr(t, "href") for t in _tags(dom, "a"))
 
 
-#: the notebooks still list their verdicts with ``claims.verdict_line`` (not ``pglab.analysis.text.verdict_line``)
-#: and show ``notebook.where_summary`` (placement.summary) unescaped: files outside this change, next (issue 33
-#: section 3); strict, so this test says when they are done
-PENDING = pytest.mark.xfail(strict=True, reason="the notebooks' verdict lines and placement sentence are not "
-                            "escaped yet")
-
-
-@PENDING
 def test_the_notebooks_markdown_outputs_hold_no_markup_from_user_text(hostile_report: Path) -> None:
     """The executed notebook (what Jupyter shows) too: each markdown output, rendered by two CommonMark
     renderers that pass raw HTML through (as Jupyter's does before sanitising), makes no image, link or tag."""

@@ -344,26 +344,3 @@ def ordering_row(claim: Claim, steps: Mapping[str, Sequence[float] | np.ndarray 
                                         str(rows[weaker]["note"])) if s)
     return row
 
-
-def _conf(row: Mapping[str, object]) -> float:
-    c = row.get("confidence")
-    return CONFIDENCE if c is None or pd.isna(c) else float(c)  # type: ignore[arg-type]
-
-
-def verdict_line(row: Mapping[str, object]) -> str:
-    """One claim of comparison.csv in markdown, as the notebooks and docs pages list it: the verdict, the
-    numbers, the rule and the machine property beside it, then the note."""
-    from pglab.analysis.stats import interval_words
-
-    def num(v: object) -> str:
-        return "-" if v is None or pd.isna(v) else f"{float(v):.3g}"  # type: ignore[arg-type]
-
-    shown = "" if pd.isna(row.get("reproduced")) else (
-        f"reproduced {num(row['reproduced'])} [{num(row.get('ci_low'))}, {num(row.get('ci_high'))}] "
-        f"({interval_words(str(row.get('ci_method')), row.get('blocks'), confidence=_conf(row))}); ")
-    prop = row.get("depends_on")
-    machine = (f" Depends on: {prop}; here {row.get('here')}; the article: {row.get('article') or 'not given'}."
-               if isinstance(prop, str) and prop else "")
-    note = row.get("note")
-    return (f"- **{row['claim']}**: *{row['verdict']}*. Article {num(row.get('published'))}; {shown}"
-            f"rule: {row.get('rule')}.{machine}" + (f" ({note})" if isinstance(note, str) and note else ""))

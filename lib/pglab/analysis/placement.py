@@ -8,7 +8,7 @@ load; read scale-out) is judged only when the hosts involved were on different m
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 
@@ -35,20 +35,21 @@ def machines(manifest: dict[str, Any]) -> dict[str, list[str]]:
     return out
 
 
-def summary(manifest: dict[str, Any]) -> str:
-    """One sentence for a notebook: how many hosts on how many machines, and what that means."""
+def summary(manifest: dict[str, Any], text: Callable[[str], str] = str) -> str:
+    """One sentence for a notebook: how many hosts on how many machines, and what that means. ``text`` shows a
+    host's or machine's name (``analysis.text.escape_text`` in markdown: names come from the inventory)."""
     hosts, ms = list(manifest.get("hosts", {})), machines(manifest)
     if len(hosts) <= 1:
-        return (f"Everything ran on one host ({', '.join(hosts) or '?'}): nodes, daemons and clients shared its "
-                "cores, disk and memory, and replication crossed no network.")
+        return (f"Everything ran on one host ({', '.join(map(text, hosts)) or '?'}): nodes, daemons and clients "
+                "shared its cores, disk and memory, and replication crossed no network.")
     if len(ms) == 1:
-        netns = {manifest["hosts"][h].get("netns") for h in hosts}
+        netns = {f.get("netns") for f in manifest["hosts"].values()}
         how = "network namespaces (a pglab lab)" if len(netns) == len(hosts) else "hosts"
-        return (f"{len(hosts)} hosts ({', '.join(hosts)}) as {how} on ONE machine: every connection crossed "
-                "TCP between different addresses, but all shared one CPU, disk and kernel, so load on one "
+        return (f"{len(hosts)} hosts ({', '.join(map(text, hosts))}) as {how} on ONE machine: every connection "
+                "crossed TCP between different addresses, but all shared one CPU, disk and kernel, so load on one "
                 "host slows the others and throughput is not that of separate machines.")
     return (f"{len(hosts)} hosts on {len(ms)} machines: "
-            + "; ".join(f"{', '.join(v)} on machine {k}" for k, v in ms.items()) + ".")
+            + "; ".join(f"{', '.join(map(text, v))} on machine {text(k)}" for k, v in ms.items()) + ".")
 
 
 def hosts_table(manifest: dict[str, Any]) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pglab.analysis.claims import verdict_line
+from pglab.analysis.text import verdict_line
 from pglab.app.summary import costs
 from pglab.runs import record
 from pglab.studies import STUDIES

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pglab.analysis import placement
+from pglab.analysis.text import escape_text
 from pglab.app.paths import repo_root
 from pglab.errors import ParameterError, PglabError, RunAborted, UserError, first_line
 from pglab.hosts.inventory import load_inventory
@@ -177,7 +178,8 @@ def where_hosts_were(manifest: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def where_summary(manifest: dict[str, Any]) -> str:
-    return placement.summary(manifest)
+    """The placement sentence as markdown: inventory host names shown as text, never as markup."""
+    return placement.summary(manifest, escape_text)
 
 
 def compare_runs(run_a: str | Path, run_b: str | Path, allow_mixed: bool = False, *, data_root: str | Path = "data",
@@ -206,10 +208,12 @@ def compare_runs(run_a: str | Path, run_b: str | Path, allow_mixed: bool = False
         from IPython.display import Markdown, display
 
         mixing = comparable.mixing_message(diffs) if allow_mixed else ""
-        display(Markdown(f"**a**: `{runs[0]}`; **b**: `{runs[1]}`" + (f"  \n**{mixing}**" if mixing else "")))
+        display(Markdown(f"**a**: {escape_text(runs[0])}; **b**: {escape_text(runs[1])}"
+                         + (f"  \n**{escape_text(mixing)}**" if mixing else "")))
         for name, table in tables.items():
             sources = table.attrs.get("sources")
-            display(Markdown(f"**{name}**" + (f" (a: {sources['a']}; b: {sources['b']})" if sources else "")))
+            display(Markdown(f"**{escape_text(name)}**" + (
+                f" (a: {escape_text(sources['a'])}; b: {escape_text(sources['b'])})" if sources else "")))
             display(table)
     if refused:
         comparable.check_comparable(*manifests)  # raises, naming every refused field
