@@ -212,22 +212,23 @@ def test_older_records_read_the_same() -> None:
     assert claims.STOPPED == adaptive.STOPPED  # the words the manifest and comparison.csv use are the same
 
 
-def test_the_shipped_fdw_run_analyses_the_same(tmp_path: Path) -> None:
-    import pandas as pd
+def test_the_shipped_fdw_run_says_why_each_claim_got_its_blocks(tmp_path: Path) -> None:
+    """The shipped fdw_overhead run (a first look at quick): its record is whole, and every claim's ``stopped``
+    names the run's stop; a claim left open never reads "decided there"."""
     from pglab.studies.fdw_overhead import analyze
 
     pulled_runs("fdw_overhead")
     run = REPO / "data" / "raw" / "fdw_overhead"
     manifest = load_manifest(run)
     look = claims.first_look(manifest)
-    assert look is not None and (look["stopped"], look["blocks_added"], look["blocks_finished"]) == ("budget", 9, 15)
+    assert look is not None and look["stopped"] in adaptive.STOPPED and look["stopped"] != "running"
+    assert look["blocks_finished"] == look["blocks_planned"] + look["blocks_added"]
     a = analyze.analyze(run, tmp_path / "derived", tmp_path / "figures", REPO / "data" / "reference")
-    shipped = pd.read_csv(REPO / "data" / "derived" / "fdw_overhead" / "comparison.csv")
-    cols = ["claim", "reproduced", "ci_low", "ci_high", "blocks", "verdict", "confidence"]
-    pd.testing.assert_frame_equal(a.comparison[cols].reset_index(drop=True), shipped[cols], check_dtype=False)
     for r in a.comparison.itertuples():
-        assert "(stopped: budget)" in r.stopped
-        assert r.stopped.startswith("still open: the budget") == (r.verdict == "not resolvable here")
+        assert f"stopped: {look['stopped']}" in r.stopped
+        still_open = r.verdict == "not resolvable here"
+        assert r.stopped.startswith("still open: ") == (still_open and look["stopped"] != "decided"), r.stopped
+        assert not (still_open and "decided there" in r.stopped), r.stopped
 
 
 @pytest.mark.parametrize("study", ["synchronous_commit", "fdw_overhead", "logical_replication"])
