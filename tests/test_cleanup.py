@@ -532,11 +532,11 @@ def test_cleanup_command_exits_1_when_something_could_not_be_stopped(tmp_path: P
 
 def test_a_truncated_manifest_is_not_clean(tmp_path: Path) -> None:
     """A manifest cut short (a full disk, a copy gone wrong) hides what its run started: cleanup says so and
-    exits 1, never "all clean"."""
+    exits 2 (bad input, as every reader of a run folder answers it), never "all clean"."""
     cut = write_run(tmp_path, workspaces={"local": "/tmp/pglab-abcdef"})
     cut.write_text(cut.read_text()[:40])
     cmd = [sys.executable, "-m", "pglab.app.cli", "cleanup", "--data-root", str(tmp_path)]
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=60)
-    assert res.returncode == 1, res.stdout + res.stderr
+    assert res.returncode == 2, res.stdout + res.stderr
     assert f"{cut}: unreadable manifest" in res.stdout and "could not be looked for" in res.stdout
     assert "NOT CLEAN" in res.stdout and "all clean" not in res.stdout

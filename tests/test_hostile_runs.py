@@ -1,6 +1,6 @@
 """Run folders are untrusted input (issue 33 section 4): a manifest cut short, of the wrong shape, of another
 study or hand-edited (a run id that is a path) is refused by every command that reads it, in one line that
-names the file, with exit 2 (``pglab cleanup``: reported, "not clean", exit 1); nothing is ever written
+names the file, with exit 2 (``pglab cleanup``: reported, "not clean", the other runs cleaned); nothing is ever written
 outside ``--out``; and every manifest pglab shipped still loads."""
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def test_a_bad_manifest_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.Ca
 def test_cleanup_reports_a_bad_manifest_in_one_line_and_cleans_the_others(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, case: str) -> None:
     """cleanup goes on with the other runs (one bad file must not keep their servers running), says which
-    manifest it could not read and why, and is not clean (exit 1, as for any run it could not look after)."""
+    manifest it could not read and why, and is not clean: exit 2, bad input as every reader answers it."""
     root = tmp_path / "data"
     run = bad_run(root, case)
     other = good_run(root, run_id="20261101T000002Z-cccccc")
@@ -158,7 +158,7 @@ def test_cleanup_reports_a_bad_manifest_in_one_line_and_cleans_the_others(
     assert not report.clean and report.failed == [line]
     assert json.loads((other / "manifest.json").read_text())["status"] == "killed"  # the other run: cleaned
     monkeypatch.chdir(tmp_path)  # no params/hosts.yaml: everything on this machine
-    assert main(["cleanup", "--data-root", str(root)]) == 1
+    assert main(["cleanup", "--data-root", str(root)]) == 2
     captured = capsys.readouterr()
     assert "Traceback" not in captured.err and "NOT CLEAN" in captured.out
 

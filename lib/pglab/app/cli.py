@@ -145,7 +145,8 @@ def cmd_check(a: argparse.Namespace) -> int:
 
 
 def cmd_cleanup(a: argparse.Namespace) -> int:
-    """One line per action, then a summary; exit 1 when something could not be stopped."""
+    """One line per action, then a summary; exit 1 when something could not be stopped, 2 when only a manifest
+    was unreadable (the other runs are cleaned all the same)."""
     from pglab.hosts.inventory import load_inventory
     from pglab.hosts.lab import cleanup_orphans
     from pglab.runs.leftovers import cleanup_leftovers
@@ -156,7 +157,7 @@ def cmd_cleanup(a: argparse.Namespace) -> int:
     # comes last and covers both
     report.lab_failures = cleanup_orphans(echo=lambda line: print(line, flush=True))
     print(report.summary())
-    return 0 if report.clean else 1
+    return report.exit_code
 
 
 def cmd_lab(a: argparse.Namespace) -> int:

@@ -50,6 +50,7 @@ class CleanupReport:
     failed: list[str] = field(default_factory=list)
     pruned: int = 0
     lab_failures: list[str] = field(default_factory=list)  # orphaned labs that could not be removed
+    unreadable: list[str] = field(default_factory=list)  # manifests refused by the run record (bad input)
 
     def add(self, line: str) -> None:
         self.lines.append(line)
@@ -59,6 +60,14 @@ class CleanupReport:
     @property
     def clean(self) -> bool:
         return not self.failed and not self.lab_failures
+
+    @property
+    def exit_code(self) -> int:
+        """0 clean; 2 when all that is not clean is a manifest the run record refused (bad input, as every
+        other reader of a run folder answers it); 1 when something could not be stopped or cleaned."""
+        if self.clean:
+            return 0
+        return 2 if len(self.unreadable) == len(self.failed) and not self.lab_failures else 1
 
     def summary(self) -> str:
         if not self.runs:
@@ -123,6 +132,7 @@ def cleanup_leftovers(data_root: Path, inventory: Inventory, force: bool = False
                        "`pglab cleanup` again")
             report.add(problem)
             report.failed.append(problem)
+            report.unreadable.append(problem)
             continue
         if manifest.get("status") in UNFINISHED:
             _clean_run(manifest_path, manifest, _inventory_for(manifest, inventory, report), force, report)
