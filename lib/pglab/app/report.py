@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import html
-import json
 import math
 import sys
 from pathlib import Path
@@ -29,6 +28,7 @@ from pglab.analysis import placement
 from pglab.analysis.stats import interval_words
 from pglab.app import report_notebook
 from pglab.app.report_notebook import Notebook
+from pglab.runs import record
 from pglab.studies import STUDIES
 
 #: the verdict table's columns: the rule and the machine property each verdict rests on sit beside it
@@ -216,7 +216,7 @@ def write_study(study: str, root: Path) -> Path:
     executed = root / "reports" / f"{study}.ipynb"
     report_notebook.normalize(executed)
     derived = root / "data" / "derived" / study
-    manifest = json.loads((root / "data" / "raw" / study / "manifest.json").read_text())
+    manifest = record.read(root / "data" / "raw" / study, study)
     page = study_html(study, report_notebook.read(executed), pd.read_csv(derived / "comparison.csv"), manifest,
                       _fsync(derived))
     out = root / "reports" / f"{study}.html"
@@ -228,7 +228,7 @@ def index_html(root: Path) -> str:
     """The five studies: their verdicts counted, run ids, machine, PostgreSQL version, date, links."""
     rows = []
     for study in STUDIES:
-        manifest = json.loads((root / "data" / "raw" / study / "manifest.json").read_text())
+        manifest = record.read(root / "data" / "raw" / study, study)
         verdicts = pd.read_csv(root / "data" / "derived" / study / "comparison.csv").verdict.value_counts()
         run = run_facts(manifest)
         counts = "<br>".join(f"<span class=\"{_VERDICT_CLASS.get(str(v), '')}\">{int(n)} {html.escape(str(v))}</span>"
