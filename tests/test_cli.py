@@ -155,3 +155,8 @@ def test_run_folders_are_untrusted_input(tmp_path: Path) -> None:
     out.write_text("")
     res = pglab("spread", "synchronous_commit", str(REPO / "data" / "raw" / "synchronous_commit"), "--out", str(out))
     assert res.returncode == 2 and res.stderr == f"pglab: --out {out}: exists and is not a folder\n"
+    for flag in ("--data-root", "--figures"):  # analyze's outputs: a file where a folder belongs, refused first
+        res = pglab("analyze", "synchronous_commit", "--run", str(REPO / "data" / "raw" / "synchronous_commit"),
+                    "--data-root", str(tmp_path / "d2"), flag, str(out))
+        assert res.returncode == 2 and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr, res.stderr
+        assert res.stderr.startswith(f"pglab: {flag} {out}/") and "cannot be made a folder" in res.stderr

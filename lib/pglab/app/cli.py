@@ -52,8 +52,11 @@ def cmd_analyze(a: argparse.Namespace) -> int:
         raise UserError(f"no complete run of {a.study} under {root / 'raw' / a.study} or {root / 'runs' / a.study}: "
                         "run `pglab collect` (or `dvc pull`) first")
     load_manifest(run, study=a.study)
-    result = module(a.study, "analyze").analyze(run, root / "derived" / a.study, Path(a.figures) / a.study,
-                                                Path(a.reference))
+    from pglab.app.paths import output_dir
+
+    derived = output_dir(root / "derived" / a.study, "--data-root")  # a file there: refused before analysing
+    figures = output_dir(Path(a.figures) / a.study, "--figures")
+    result = module(a.study, "analyze").analyze(run, derived, figures, Path(a.reference))
     print(json.dumps(result.metrics, indent=2))
     return 0
 
