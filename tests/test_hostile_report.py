@@ -25,7 +25,8 @@ PROVIDER = ('![p](http://x.invalid/a.png) [docs](http://x.invalid/d) <img src="h
             '<meta http-equiv="refresh" content="0;url=http://x.invalid/m"> '
             '<form action="http://x.invalid/f"><button>go</button></form> [js](javascript:alert(1)) '
             '<http://x.invalid/auto> www.x.invalid a`b|c *em* _u_ # h')
-LABEL = '<base href="http://x.invalid/"> [l](http://x.invalid/l) a|b `c` <script>alert(1)</script>'
+LABEL = ('<base href="http://x.invalid/"> [l](http://x.invalid/l) a|b `c` <script>alert(1)</script> '
+         '$\\frac{1$ $5')  # malformed mathtext: a figure's text must not be parsed as math
 HOST = "[h](http://x.invalid/h)|`x`"
 #: what a rendered page may never contain, whatever its text said
 FORBIDDEN = re.compile(r"<(form|base|iframe|script|object|embed|frame|input|button|link)\b", re.I)
@@ -189,3 +190,18 @@ def test_a_verdict_line_shows_its_fields_as_typed() -> None:
         text = html.unescape(re.sub(r"<[^>]+>", "", out))
         assert f"stock ({PROVIDER})" in text and f"on host {HOST}; see `docs/x.md`" in text
         assert "the article: not given." in text and "stock *beats* tuned" in text
+
+
+def test_figure_text_is_never_parsed_as_math(tmp_path: Path) -> None:
+    """A name from params in a title or tick label (``$\\frac{1$``) is drawn as typed: matplotlib would parse it
+    as mathtext and stop the figure on malformed math."""
+    import matplotlib.pyplot as plt
+    from pglab.analysis import figures
+
+    figures.style()
+    fig, ax = plt.subplots()
+    ax.set_title(LABEL)
+    ax.bar([LABEL[-12:], "b"], [1, 2])
+    paths = figures.save(fig, tmp_path, "hostile")
+    plt.close(fig)
+    assert all(p.stat().st_size > 0 for p in paths)

@@ -31,6 +31,9 @@ def style() -> None:
     plt.rcParams["svg.hashsalt"] = SVG_HASH_SALT
     plt.rcParams["svg.fonttype"] = "path"
     plt.rcParams["figure.dpi"] = 100
+    # text is text: a label from params (``$\frac{1$``) would otherwise be parsed as mathtext, and malformed
+    # math stops the figure (issue 33); no figure here writes math on purpose
+    plt.rcParams["text.parse_math"] = False
 
 
 def save(fig: plt.Figure, out_dir: str | Path, name: str) -> list[Path]:
