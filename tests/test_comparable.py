@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -97,8 +98,27 @@ def _other_cores(m: dict[str, Any]) -> str:
     return f"hosts.{host}.cores"
 
 
+def _other_memory(m: dict[str, Any]) -> str:
+    host = next(iter(m["hosts"]))
+    m["hosts"][host]["mem_total_kb"] = int(m["hosts"][host]["mem_total_kb"] * 0.98)  # 2%: another size
+    return f"hosts.{host}.mem_total_kb"
+
+
+def _other_kernel_release(m: dict[str, Any]) -> str:
+    host = next(iter(m["hosts"]))
+    m["hosts"][host]["kernel"] = "Linux 6.1.0-28-amd64 x86_64"
+    return f"hosts.{host}.kernel"
+
+
+def _other_disk(m: dict[str, Any]) -> str:
+    host = next(iter(m["hosts"]))
+    m["hosts"][host]["disk_tmp"] = "1000 KiB total, 10 KiB free, on /dev/sdz"
+    return f"hosts.{host}.disk_tmp"
+
+
 @pytest.mark.parametrize("change", [_other_cpu, _other_pgbench, _standby_on_another_machine, _other_server_setting,
-                                    _sysbench_on_one_side, _other_cores])
+                                    _sysbench_on_one_side, _other_cores, _other_memory, _other_kernel_release,
+                                    _other_disk])
 def test_refused_with_the_field_named(manifest: dict[str, Any], change: Any) -> None:
     b = copy.deepcopy(manifest)
     field = change(b)
@@ -107,6 +127,20 @@ def test_refused_with_the_field_named(manifest: dict[str, Any], change: Any) -> 
     assert field in fields(exc.value.differences)
     assert field in str(exc.value) and "--allow-mixed" in str(exc.value)
     assert all(d.severity == REFUSE for d in exc.value.differences)
+
+
+def test_noise_between_two_runs_of_one_machine_is_a_note(manifest: dict[str, Any]) -> None:
+    """What two runs on this VM really differed in (the DVC remote's runs of 11-23 to 11-27): MemTotal by 4 to
+    440 KiB, and the kernel's build suffix (6.18.44-fc-v595 ... v782). Notes, shown, never a refusal."""
+    b = copy.deepcopy(manifest)
+    host = next(iter(b["hosts"]))
+    b["hosts"][host]["mem_total_kb"] = manifest["hosts"][host]["mem_total_kb"] - 440
+    kernel = str(manifest["hosts"][host]["kernel"])
+    b["hosts"][host]["kernel"] = re.sub(r"^(\S+ \d+(?:\.\d+)*)\S*", r"\1-fc-v999", kernel)
+    assert b["hosts"][host]["kernel"] != kernel
+    diffs = comparable.check_comparable(manifest, b)  # does not raise
+    assert set(fields(diffs, NOTE)) == {f"hosts.{host}.mem_total_kb", f"hosts.{host}.kernel"}
+    assert fields(diffs, REFUSE) == []
 
 
 def test_allow_mixed_returns_the_differences(manifest: dict[str, Any]) -> None:

@@ -6,8 +6,9 @@
 
 * ``study``;
 * host facts that change performance, per inventory host: ``cpu_model``, ``cores``, ``mem_total_kb``,
-  ``kernel``, ``os`` and ``disk_tmp`` (the device and size of the disk the data directories live on;
-  its free space alone is a note);
+  ``kernel``, ``os`` and ``disk_tmp`` (the device and size of the disk the data directories live on),
+  each compared by its class, so noise is a note (``same_class``): memory within 1%, the kernel by its
+  release (``6.18.44``, not the build suffix ``-fc-v669``), the disk without its free space;
 * ``placement.<node or client>``: where every node and client ran *relative to the others* -- which of
   them shared a host, which shared a machine (``placement.machine``: machine id and boot id, or the
   hostname for runs recorded before machine ids), and how a client reached its server (unix socket, TCP
@@ -66,6 +67,8 @@ COSMETIC_PARAMETERS = frozenset({
     "host", "primary_host", "standby_host", "client_host", "provider_host", "subscriber_host"})
 # Host facts that change performance; the other facts are notes.
 HOST_REFUSE = ("cpu_model", "cores", "mem_total_kb", "kernel", "os", "disk_tmp")
+# Memory that differs by at most this share is the same machine's (MemTotal moves by KiB between boots)
+MEM_TOLERANCE = 0.01
 # The order of the host facts table (facts not listed follow, sorted).
 HOST_ORDER = ("hostname", "kind", *HOST_REFUSE, "data_address", "netns", "machine_id", "boot_id", "user")
 # Host facts that repeat another: the dict key, and machine_id/boot_id.
@@ -145,6 +148,26 @@ def _disk(value: Any) -> Any:
     return re.sub(r",?\s*\d+ KiB free", "", value) if isinstance(value, str) else value
 
 
+def _kernel_release(value: Any) -> Any:
+    """``Linux 6.18.44 x86_64`` of ``Linux 6.18.44-fc-v669 x86_64``: the release, without the build suffix
+    (a VM's kernel is rebuilt without a release change; the suffix stays in the table, as a note)."""
+    m = re.fullmatch(r"(\S+) (\d+(?:\.\d+)*)\S* (\S+)", value) if isinstance(value, str) else None
+    return f"{m.group(1)} {m.group(2)} {m.group(3)}" if m else value
+
+
+def same_class(fact: str, a: Any, b: Any) -> bool:
+    """Two values of a host fact that differ only by noise: memory within ``MEM_TOLERANCE`` (the kernel's
+    MemTotal moves by a few KiB between boots of one machine), a kernel of the same release, a disk of the
+    same device and size (its free space changes between any two runs)."""
+    if fact == "mem_total_kb" and isinstance(a, (int, float)) and isinstance(b, (int, float)) and a > 0 < b:
+        return abs(a - b) <= MEM_TOLERANCE * max(a, b)
+    if fact == "kernel":
+        return _kernel_release(a) == _kernel_release(b)
+    if fact == "disk_tmp":
+        return _disk(a) == _disk(b)
+    return False
+
+
 def _host_differences(a: dict[str, Any], b: dict[str, Any]) -> list[Difference]:
     ha, hb = host_facts(a), host_facts(b)
     out = []
@@ -158,9 +181,7 @@ def _host_differences(a: dict[str, Any], b: dict[str, Any]) -> list[Difference]:
             va, vb = fa.get(fact, MISSING), fb.get(fact, MISSING)
             if va == vb:
                 continue
-            severity = REFUSE if fact in HOST_REFUSE else NOTE
-            if fact == "disk_tmp" and _disk(va) == _disk(vb):
-                severity = NOTE  # free space only
+            severity = REFUSE if fact in HOST_REFUSE and not same_class(fact, va, vb) else NOTE
             out.append(Difference(f"hosts.{host}.{fact}", va, vb, severity))
     return out
 
