@@ -160,3 +160,26 @@ def test_run_folders_are_untrusted_input(tmp_path: Path) -> None:
                     "--data-root", str(tmp_path / "d2"), flag, str(out))
         assert res.returncode == 2 and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr, res.stderr
         assert res.stderr.startswith(f"pglab: {flag} {out}/") and "cannot be made a folder" in res.stderr
+
+
+def test_version_and_every_option_has_help() -> None:
+    """`pglab --version` names the package (and commit); every option and argument of every command says what it
+    is, except `collect`'s own, defined with the collect stage (pglab.app.collect, a DVC dependency of it)."""
+    import argparse
+
+    from pglab.app.cli import build_parser
+
+    res = pglab("--version")
+    assert res.returncode == 0 and res.stdout.startswith("pglab ")
+    ap = build_parser()
+    assert "``" not in (ap.description or "")
+    missing = []
+    stack = [("pglab", ap)]
+    while stack:
+        name, parser = stack.pop()
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                stack += [(f"{name} {n}", p) for n, p in action.choices.items()]
+            elif not action.help and not (name == "pglab collect" and action.dest not in ("repeat", "reference")):
+                missing.append(f"{name}: {action.dest}")
+    assert missing == []

@@ -186,15 +186,42 @@ def cmd_lab(a: argparse.Namespace) -> int:
 
 def _add_parse(sub: Any) -> None:
     p = sub.add_parser("parse", help="parse pgbench / sysbench output files into JSON")
-    p.add_argument("files", nargs="+")
+    p.add_argument("files", nargs="+", metavar="FILE", help="pgbench or sysbench output, a pgbench log (-l) or "
+                   "aggregate log; each one's kind is detected")
     p.set_defaults(func=cmd_parse)
+
+
+DATA_ROOT_HELP = "the data folder: runs under <data-root>/runs/<study>/, the pipeline's under raw/ (default data)"
+REFERENCE_HELP = "the published numbers the claims are judged against (default data/reference)"
+INVENTORY_HELP = "host inventory (default params/hosts.yaml; everything on this machine when it is absent)"
+
+
+def _version() -> str:
+    """The installed package's version, and the checkout's commit when there is one."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        v = version("pglab")
+    except PackageNotFoundError:
+        v = "(not installed)"
+    head = Path(__file__).resolve().parents[3] / ".git"
+    if head.is_dir():
+        import subprocess
+
+        res = subprocess.run(["git", "--git-dir", str(head), "rev-parse", "--short=12", "HEAD"],
+                             capture_output=True, text=True, timeout=10, check=False)
+        if res.returncode == 0:
+            v += f" (git {res.stdout.strip()})"
+    return v
 
 
 def build_parser(only_parse: bool = False) -> argparse.ArgumentParser:
     """Every command's arguments; ``only_parse``: the parse command's alone, without importing what the
     others need (the collect arguments' module loads the inventory's pydantic models: 0.2 s of a
     ``pglab parse`` that takes 0.5 s on a 256 MB log)."""
-    ap = argparse.ArgumentParser(prog="pglab", description=__doc__.splitlines()[0] if __doc__ else None)
+    ap = argparse.ArgumentParser(prog="pglab", description="pglab: reproducible PostgreSQL deployment benchmarks "
+                                 "(collect, analyze, compare, spread, parse, check, cleanup, lab)")
+    ap.add_argument("--version", action="version", version=f"pglab {_version()}")
     sub = ap.add_subparsers(dest="command", required=True)
     if only_parse:
         _add_parse(sub)
@@ -211,44 +238,44 @@ def build_parser(only_parse: bool = False) -> argparse.ArgumentParser:
     c.add_argument("--reference", default="data/reference", help="published numbers (with --repeat)")
     c.set_defaults(func=cmd_collect)
     z = sub.add_parser("analyze", help="derived tables, metrics and figures from a raw run")
-    z.add_argument("study", choices=STUDIES)
+    z.add_argument("study", choices=STUDIES, help="the study whose run is analysed")
     z.add_argument("--run", help="raw run folder (default: data/raw/<study>, else the newest complete archived run)")
-    z.add_argument("--data-root", default="data")
-    z.add_argument("--figures", default="figures")
-    z.add_argument("--reference", default="data/reference")
+    z.add_argument("--data-root", default="data", help=DATA_ROOT_HELP + "; tables go to <data-root>/derived/<study>")
+    z.add_argument("--figures", default="figures", help="where the figures go (<figures>/<study>/; default figures)")
+    z.add_argument("--reference", default="data/reference", help=REFERENCE_HELP)
     z.set_defaults(func=cmd_analyze)
     v = sub.add_parser("compare", help="two runs side by side: host facts, placement, tools, parameters, effects; "
                                        "refused (exit 2) when they differ in what the measurement depends on")
     v.add_argument("run_a", metavar="RUN_A", help="a run folder, or a run id under data/runs/<study>/")
-    v.add_argument("run_b", metavar="RUN_B")
+    v.add_argument("run_b", metavar="RUN_B", help="the other run, the same way")
     v.add_argument("--allow-mixed", action="store_true", help="compare runs that differ in host facts, placement, "
                                                               "tool versions or parameters (the output says which)")
-    v.add_argument("--data-root", default="data")
-    v.add_argument("--reference", default="data/reference")
+    v.add_argument("--data-root", default="data", help=DATA_ROOT_HELP)
+    v.add_argument("--reference", default="data/reference", help=REFERENCE_HELP)
     v.set_defaults(func=cmd_compare)
     s = sub.add_parser("spread", help="the run-to-run spread of existing runs of one study: each analysed, "
                                       "one row per claim with each run's reproduced value and verdict")
-    s.add_argument("study", choices=STUDIES)
+    s.add_argument("study", choices=STUDIES, help="the study the runs belong to")
     s.add_argument("runs", nargs="+", metavar="RUN", help="a run folder, or a run id under data/runs/<study>/")
     s.add_argument("--out", help="where the analyses and spread.csv go (default "
                                  "data/repeats/<study>/<first run's id>)")
     s.add_argument("--allow-mixed", action="store_true", help="runs that `pglab compare` would refuse to compare")
-    s.add_argument("--data-root", default="data")
-    s.add_argument("--reference", default="data/reference")
+    s.add_argument("--data-root", default="data", help=DATA_ROOT_HELP)
+    s.add_argument("--reference", default="data/reference", help=REFERENCE_HELP)
     s.set_defaults(func=cmd_spread)
     _add_parse(sub)
     k = sub.add_parser("check", help="preflight: binaries, hosts, host keys, ports, study parameters")
-    k.add_argument("studies", nargs="*", default=list(STUDIES))
-    k.add_argument("--inventory", default="params/hosts.yaml")
-    k.add_argument("--profile")
+    k.add_argument("studies", nargs="*", default=list(STUDIES), help="studies to check (default: all five)")
+    k.add_argument("--inventory", default="params/hosts.yaml", help=INVENTORY_HELP)
+    k.add_argument("--profile", help="the profile to check (default: each params file's `profile:`)")
     k.add_argument("--params", help="the params file to check (one study; default params/<study>.yaml): a "
                                     "target or a variant checked without editing the pipeline's params")
     k.set_defaults(func=cmd_check)
     u = sub.add_parser("cleanup", help="stop servers and processes a killed run left behind (runs under "
                                        "--data-root and every run in the per-user runs index); exit 1 if "
-                                       "something could not be stopped")
-    u.add_argument("--data-root", default="data")
-    u.add_argument("--inventory", default="params/hosts.yaml")
+                                       "something could not be stopped, 2 if only a manifest was unreadable")
+    u.add_argument("--data-root", default="data", help=DATA_ROOT_HELP)
+    u.add_argument("--inventory", default="params/hosts.yaml", help=INVENTORY_HELP)
     u.add_argument("--force", action="store_true", help="also runs whose process still exists")
     u.set_defaults(func=cmd_cleanup)
     b = sub.add_parser("lab", help="a lab of real SSH hosts on this machine: network namespaces in 198.18.0.0/15 "
