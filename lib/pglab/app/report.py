@@ -240,7 +240,9 @@ def index_html(root: Path) -> str:
     body = ("<h1>pglab: five PostgreSQL deployment studies, reproduced</h1>"
             "<p class=\"question\">Each study re-runs a published benchmark on this machine and says, claim by "
             "claim, whether the article's number held here. Open a study for its verdict table, figures and "
-            "details.</p>" + _table(rows, cols, "index"))
+            "details.</p>" + _table(rows, cols, "index")
+            + "<p class=\"meta\">Every run so far, claim by claim: <a href=\"history.html\">history.html</a> "
+            "(<code>python -m pglab.app.history</code> writes it from the ledger).</p>")
     return _page("pglab reports", body)
 
 

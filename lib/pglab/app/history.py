@@ -1,0 +1,390 @@
+"""``reports/history.html``: every run the ledger holds, claim by claim, as one offline page.
+
+Why: a study's report shows one run; whether a verdict is a property of the claim or of one evening's machine
+shows only across runs. This page draws, per claim, every run's reproduced value and interval in the order the
+runs started, against the article's number, coloured by machine and marked by PostgreSQL version, with the
+runs in a table below and the verdicts counted; then what each study's runs cost. It is the study reports'
+frame (``report._page``: one CSP, one style, the body through ``report_notebook.clean_html``) with a viewport
+tag, figures as embedded PNG, and nothing that depends on when it was made: the same ledger writes the same
+bytes. Every text from the ledger (claims, labels, verdicts) comes from files and is escaped.
+
+``python -m pglab.app.history [--ledger URL] [--out reports/history.html]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import html
+import io
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from pglab.analysis import figures
+from pglab.app import exits, report
+from pglab.errors import UserError
+from pglab.ledger import book
+from pglab.ledger.backend import Ledger, location
+from pglab.studies import STUDIES
+
+VIEWPORT = '<meta name="viewport" content="width=device-width, initial-scale=1">'
+#: the study reports' style, plus what a phone needs: narrower margins, tables that scroll sideways
+_STYLE = ("@media (max-width:640px){body{padding:0 10px 32px;font-size:14px}h1{font-size:1.3em}"
+          ".table td{white-space:nowrap}.table td.wrap{white-space:normal;min-width:11em}}"
+          ".tally span{padding:1px 6px;margin-right:4px;border-radius:3px;white-space:nowrap}"
+          "td.num,th.num{text-align:right;white-space:nowrap}code{font-size:.9em}")
+KINDS = ("held", "did not hold", "open", "not measurable")
+_KIND_CLASS = {"held": "held", "did not hold": "not", "open": "open", "not measurable": "na"}
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
+def kind(verdict: Any) -> str:
+    """One of ``KINDS`` for a verdict text: whatever is neither held, did not hold nor not measurable is open
+    (not resolvable here, open at the first look, no verdict)."""
+    v = str(verdict) if isinstance(verdict, str) else ""
+    if v in ("held", "did not hold"):
+        return v
+    return "not measurable" if v.startswith("not measurable") else "open"
+
+
+def _num(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)) or pd.isna(value):
+        return "-"
+    return f"{float(value):.3g}"
+
+
+def _e(value: Any) -> str:
+    return html.escape("" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value))
+
+
+def _when(started: Any) -> pd.Timestamp:
+    return pd.to_datetime(started, utc=True, errors="coerce", format="ISO8601")
+
+
+def _date(started: Any) -> str:
+    t = _when(started)
+    return "?" if pd.isna(t) else t.strftime("%Y-%m-%d %H:%M")
+
+
+def _short(run_id: Any) -> str:
+    return str(run_id).rsplit("-", 1)[-1]
+
+
+def _hash(dvc_hash: Any) -> str:
+    return str(dvc_hash).removesuffix(".dir")[:8] if isinstance(dvc_hash, str) and dvc_hash else "-"
+
+
+def _pg(version: Any, family: Any) -> str:
+    if not isinstance(version, str) or not version:
+        return "PG ?"
+    return f"PG {version}" + (f" ({family})" if isinstance(family, str) and family and family != "other" else "")
+
+
+def studies_of(runs: pd.DataFrame) -> list[str]:
+    """The ledger's studies: pglab's five in their usual order, then any other name it holds, sorted."""
+    held = {str(s) for s in runs.study.dropna()} if len(runs) else set()
+    return [s for s in STUDIES if s in held] + sorted(held - set(STUDIES))
+
+
+def machine_names(runs: pd.DataFrame) -> dict[str, str]:
+    """machine_key -> ``M1``, ``M2``... in the order each machine first ran (short enough for a legend)."""
+    names: dict[str, str] = {}
+    for key in runs.machine_key:
+        names.setdefault(str(key), f"M{len(names) + 1}")
+    return names
+
+
+def _png(fig: Any) -> str:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def _xticks(ax: Any, order: pd.DataFrame) -> None:
+    """Run numbers (at most ten), and below them the date at the first run of each day, on one of two lines
+    so that no two dates run into each other (a day whose date would is left unlabelled, never mislabelled)."""
+    n = len(order)
+    step, gap = max(1, math.ceil(n / 10)), max(1, math.ceil(n / 8))
+    ticks = list(range(1, n + 1, step))
+    ax.set_xticks(ticks, [f"#{i}" for i in ticks])
+    days, labels, last, free = [], [], None, {1: -math.inf, 2: -math.inf}
+    for i, started in enumerate(order.started, 1):
+        t = _when(started)
+        day = None if pd.isna(t) else t.strftime("%m-%d")
+        line = next((k for k in (1, 2) if i - free[k] >= gap), None) if day and day != last else None
+        if line:
+            days.append(i)
+            labels.append("\n" * line + str(day))
+            free[line] = i
+        last = day or last
+    ax.xaxis.remove_overlapping_locs = False  # a date under a run number is meant to be there
+    ax.set_xticks(days, labels, minor=True)
+    import matplotlib.pyplot as plt
+
+    ax.tick_params(axis="x", which="minor", length=0,  # on the run numbers' baseline
+                   pad=plt.rcParams["xtick.major.pad"] + plt.rcParams["xtick.major.size"])
+    ax.set_xlim(0.4, n + 0.6)
+
+
+def _style_of(runs: pd.DataFrame) -> tuple[dict[str, Any], dict[str, str], dict[str, str]]:
+    """A colour per machine and a marker per PostgreSQL build, the same in every figure of the page."""
+    import seaborn as sns
+
+    names = machine_names(runs)
+    colours = sns.color_palette("colorblind", max(len(names), 1))
+    colour = {k: colours[i % len(colours)] for i, k in enumerate(names)}
+    builds = sorted({_pg(v, f) for v, f in zip(runs.pg_version, runs.pg_family, strict=True)})
+    marker = {b: MARKERS[i % len(MARKERS)] for i, b in enumerate(builds)}
+    return colour, marker, names
+
+
+def claim_figure(rows: pd.DataFrame, order: pd.DataFrame, look: tuple[dict[str, Any], dict[str, str], dict[str, str]],
+                 claim: str) -> str:
+    """Every run's reproduced value and interval for one claim, by run, against the article's number (PNG)."""
+    import matplotlib.pyplot as plt
+
+    colour, marker, names = look
+    x_of = {r: i for i, r in enumerate(order.run_id, 1)}
+    fig, ax = plt.subplots(figsize=(5.2, 3.4))
+    tops = [0.0]
+    rows = rows.assign(key=rows.machine_key.astype(str),
+                       build=[_pg(v, f) for v, f in zip(rows.pg_version, rows.pg_family, strict=True)])
+    for (key, build), g in rows.groupby(["key", "build"], sort=True):
+        g = g[g.reproduced.notna()]
+        if not len(g):
+            continue
+        x = [x_of[r] for r in g.run_id]
+        lo = (g.reproduced - g.ci_low).clip(lower=0).fillna(0)
+        hi = (g.ci_high - g.reproduced).clip(lower=0).fillna(0)
+        ax.errorbar(x, g.reproduced, yerr=[lo, hi], fmt=marker[build], color=colour[key], ms=7, capsize=4,
+                    lw=1.5, label=f"{names[key]}, {build}")
+        tops += [float(g.reproduced.max()), float(g.ci_high.max(skipna=True) or 0)]
+    published = rows.published.dropna()
+    if len(published):
+        value = float(published.iloc[-1])
+        ax.axhline(value, color="#222", ls="--", lw=1.3, label=f"article: {value:.3g}")
+        ax.annotate(f"article\n{value:.3g}", xy=(1, value), xycoords=("axes fraction", "data"), ha="left",
+                    va="center", fontsize=9, color="#222", xytext=(3, 0), textcoords="offset points",
+                    annotation_clip=False)  # beside the axes, over no run's mark
+        tops.append(value)
+    low = min(0.0, float(rows.ci_low.min(skipna=True)) if rows.ci_low.notna().any() else 0.0,
+              float(rows.reproduced.min(skipna=True)))
+    ax.set_ylim(low, max(t for t in tops if not math.isnan(t)) * 1.12 or 1.0)  # from 0: no zoom that exaggerates
+    _xticks(ax, order)
+    ax.set_xlabel("run, in the order the runs started (month-day, UTC)")
+    ax.set_ylabel("reproduced value")
+    fig.legend(loc="outside lower center", ncol=2, fontsize=9, frameon=False)
+    return _png(fig)
+
+
+def _legend(fig: Any, order: pd.DataFrame, look: tuple[dict[str, Any], dict[str, str], dict[str, str]]) -> None:
+    from matplotlib.lines import Line2D
+
+    colour, marker, names = look
+    seen = sorted({(str(k), _pg(v, f)) for k, v, f in zip(order.machine_key, order.pg_version, order.pg_family,
+                                                           strict=True)})
+    fig.legend([Line2D([], [], ls="", marker=marker[b], color=colour[k], ms=6) for k, b in seen],
+               [f"{names[k]}, {b}" for k, b in seen], loc="outside lower center", ncol=2, fontsize=9, frameon=False)
+
+
+def cost_figure(order: pd.DataFrame, look: tuple[dict[str, Any], dict[str, str], dict[str, str]]) -> str:
+    """A study's runs: wall time, the share of it spent measuring and pglab's own CPU, by run (PNG)."""
+    import matplotlib.pyplot as plt
+
+    colour, marker, names = look
+    fig, axes = plt.subplots(3, 1, figsize=(5.2, 5.0), sharex=True)
+    x = list(range(1, len(order) + 1))
+    series = ((order.wall_s / 60, "wall time (min)"), (order.measuring_share * 100, "measuring (% of wall time)"),
+              (order.own_cpu_s, "pglab's own CPU (s)"))
+    for ax, (values, label) in zip(axes, series, strict=True):
+        for xi, v, key, build in zip(x, values, order.machine_key.astype(str),
+                                     [_pg(v, f) for v, f in zip(order.pg_version, order.pg_family, strict=True)],
+                                     strict=True):
+            if not pd.isna(v):
+                ax.plot([xi], [v], marker[build], color=colour[key], ms=6)
+        top = values.max(skipna=True)
+        ax.set_ylim(0, 105 if "%" in label else (float(top) * 1.15 if top and not pd.isna(top) else 1.0))
+        ax.set_title(label, loc="left", fontsize=10)
+    _xticks(axes[-1], order)
+    axes[-1].set_xlabel("run, in the order the runs started (month-day, UTC)")
+    _legend(fig, order, look)
+    return _png(fig)
+
+
+def _tally(rows: pd.DataFrame) -> dict[str, int]:
+    counts = {k: 0 for k in KINDS}
+    for v in rows.verdict:
+        counts[kind(v)] += 1
+    return counts
+
+
+def _tally_html(counts: dict[str, int]) -> str:
+    return "<span class=\"tally\">" + "".join(
+        f"<span class=\"{_KIND_CLASS[k]}\">{n} {k}</span>" for k, n in counts.items() if n) + "</span>"
+
+
+def _claim_table(rows: pd.DataFrame, order: pd.DataFrame, names: dict[str, str]) -> str:
+    number = {r: i for i, r in enumerate(order.run_id, 1)}
+    head = "".join(f"<th>{c}</th>" for c in ("#", "run date (UTC)", "run", "machine", "PostgreSQL",
+                                              "value [interval]", "verdict", "DVC hash"))
+    body = []
+    for r in rows.to_dict("records"):
+        interval = f" [{_num(r['ci_low'])}, {_num(r['ci_high'])}]" if not pd.isna(r["ci_low"]) else ""
+        body.append(f"<tr class=\"{_KIND_CLASS[kind(r['verdict'])]}\"><td class=num>{number[r['run_id']]}</td>"
+                    f"<td>{_date(r['started'])}</td><td><code>{_e(_short(r['run_id']))}</code></td>"
+                    f"<td>{names[str(r['machine_key'])]}</td><td>{_e(_pg(r['pg_version'], r['pg_family']))}</td>"
+                    f"<td class=num>{_num(r['reproduced'])}{interval}</td><td>{_e(r['verdict'])}</td>"
+                    f"<td><code>{_e(_hash(r['dvc_hash']))}</code></td></tr>")
+    return f"<div class=\"table\"><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+
+
+def _runs_table(order: pd.DataFrame, names: dict[str, str]) -> str:
+    cols = ("#", "run date (UTC)", "run", "profile", "status", "machine", "PostgreSQL", "wall (min)", "measuring",
+            "own CPU (s)", "claims", "DVC hash")
+    head = "".join(f"<th>{c}</th>" for c in cols)
+    body = []
+    for i, r in enumerate(order.to_dict("records"), 1):
+        share = "-" if pd.isna(r["measuring_share"]) else f"{100 * r['measuring_share']:.0f}%"
+        wall = "-" if pd.isna(r["wall_s"]) else f"{r['wall_s'] / 60:.1f}"
+        claims = str(int(r["n_claims"])) if r.get("analysed") and not pd.isna(r["n_claims"]) else "not analysed"
+        body.append(f"<tr><td class=num>{i}</td><td>{_date(r['started'])}</td><td><code>{_e(_short(r['run_id']))}"
+                    f"</code></td><td>{_e(r['profile'])}</td><td>{_e(r['status'])}</td>"
+                    f"<td>{names[str(r['machine_key'])]}</td><td>{_e(_pg(r['pg_version'], r['pg_family']))}</td>"
+                    f"<td class=num>{wall}</td><td class=num>{share}</td><td class=num>{_num(r['own_cpu_s'])}</td>"
+                    f"<td>{claims}</td><td><code>{_e(_hash(r['dvc_hash']))}</code></td></tr>")
+    return f"<div class=\"table\"><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+
+
+def study_section(study: str, claims: pd.DataFrame, order: pd.DataFrame,
+                  look: tuple[dict[str, Any], dict[str, str], dict[str, str]], anchor: str) -> str:
+    """One study: its claims' tally, a figure and table per claim with a value, a line per claim without, costs."""
+    names = look[2]
+    mine = claims[claims.study == study]
+    claim_names = sorted({str(c) for c in mine.claim})
+    first, last = _date(order.started.iloc[0])[:10], _date(order.started.iloc[-1])[:10]
+    out = [f"<h2 id=\"{anchor}\">{_e(study)}</h2>"]
+    if report.question(study):
+        out.append(f"<p class=\"question\">{_e(report.question(study))}</p>")
+    analysed = int(order.analysed.fillna(0).astype(bool).sum())
+    out.append(f"<p class=\"meta\">{len(order)} run{'s' * (len(order) != 1)} from {first} to {last}, {analysed} "
+               f"with an analysis; {len(claim_names)} claim{'s' * (len(claim_names) != 1)}.</p>")
+    if not claim_names:
+        out.append("<p>No run of this study has an analysis in the ledger yet.</p>")
+    rows_of = {c: mine[mine.claim.astype(str) == c] for c in claim_names}
+    drawn = [c for c in claim_names if rows_of[c].reproduced.notna().any()]
+    blank = [c for c in claim_names if c not in drawn]
+    if claim_names:
+        head = "".join(f"<th>{h}</th>" for h in ("claim", "runs", *KINDS, "latest verdict"))
+        body = []
+        for i, c in enumerate(claim_names):
+            rows, counts = rows_of[c], _tally(rows_of[c])
+            link = f"<a href=\"#{anchor}-c{i}\">{_e(c)}</a>" if c in drawn else _e(c)
+            latest = rows.verdict.iloc[-1]
+            body.append(f"<tr><td class=wrap>{link}</td><td class=num>{len(rows)}</td>"
+                        + "".join(f"<td class=\"num {_KIND_CLASS[k] if counts[k] else ''}\">{counts[k]}</td>"
+                                  for k in KINDS)
+                        + f"<td class=\"{_KIND_CLASS[kind(latest)]}\">{_e(latest)}</td></tr>")
+        out.append("<div class=\"table\"><table><thead><tr>" + head + "</tr></thead><tbody>" + "".join(body)
+                   + "</tbody></table></div>")
+    for c in drawn:
+        i, rows = claim_names.index(c), rows_of[c]
+        out.append(f"<h3 id=\"{anchor}-c{i}\">{_e(c)}</h3><p>{_tally_html(_tally(rows))}</p>")
+        out.append(f"<figure><img alt=\"{_e(study)}: {_e(c)}, every run's reproduced value and interval\" "
+                   f"src=\"data:image/png;base64,{claim_figure(rows, order, look, c)}\"><figcaption>Each mark is one "
+                   "run's reproduced value with its interval (the bar); the dashed line is the article's number. "
+                   "Colour: machine; mark: PostgreSQL build.</figcaption></figure>")
+        out.append(_claim_table(rows, order, names))
+    if blank:
+        out.append("<h3>Claims no run could put a number on</h3><ul>")
+        out += [f"<li><b>{_e(c)}</b>: {_tally_html(_tally(rows_of[c]))}</li>" for c in blank]
+        out.append("</ul>")
+    out.append(f"<h3>What the runs cost</h3><figure><img alt=\"{_e(study)}: wall time, measuring share and own CPU "
+               f"by run\" src=\"data:image/png;base64,{cost_figure(order, look)}\"><figcaption>Wall time of each run, "
+               "the share of it spent measuring, and the CPU seconds pglab itself used; a run without a mark did not "
+               "record that number.</figcaption></figure>")
+    out.append(f"<details><summary>Every run of {_e(study)}</summary>{_runs_table(order, names)}</details>")
+    return "".join(out)
+
+
+def opening(runs: pd.DataFrame, studies: list[str], names: dict[str, str]) -> str:
+    """What the page is: how many runs of which studies, on which machines and PostgreSQL builds, when."""
+    if not len(runs):
+        return ("<p class=\"question\">The ledger holds no runs yet: <code>pglab ledger add</code> adds the "
+                "pipeline's runs, <code>pglab collect</code> each run it makes.</p>")
+    builds = sorted({_pg(v, f) for v, f in zip(runs.pg_version, runs.pg_family, strict=True)})
+    when = [t for t in (_when(s) for s in runs.started) if not pd.isna(t)]
+    span = f"from {min(when):%Y-%m-%d} to {max(when):%Y-%m-%d}" if when else "at unknown dates"
+    n_m = len(names)
+    out = [f"<p class=\"question\">Every run in the ledger: {len(runs)} run{'s' * (len(runs) != 1)} of "
+           f"{len(studies)} stud{'ies' if len(studies) != 1 else 'y'} on {n_m} machine{'s' * (n_m != 1)}, "
+           f"{_e(', '.join(builds))}, {span}. Per claim, each run's reproduced value against the article's number "
+           "shows whether a verdict holds from run to run, machine to machine and build to build.</p>",
+           "<p class=\"meta\">Studies: " + " | ".join(f"<a href=\"#s{i}\">{_e(s)}</a>" for i, s in
+                                                       enumerate(studies, 1)) + ". Each study's latest report: "
+           "<a href=\"index.html\">index.html</a>.</p>"]
+    head = "".join(f"<th>{h}</th>" for h in ("machine", "what it is", "runs", "PostgreSQL"))
+    body = []
+    for key, name in names.items():
+        mine = runs[runs.machine_key.astype(str) == key]
+        label = mine.machine.dropna()
+        pgs = sorted({_pg(v, f) for v, f in zip(mine.pg_version, mine.pg_family, strict=True)})
+        body.append(f"<tr><td>{name}</td><td class=wrap>{_e(label.iloc[0] if len(label) else 'unknown machine')}</td>"
+                    f"<td class=num>{len(mine)}</td><td>{_e(', '.join(pgs))}</td></tr>")
+    out.append(f"<div class=\"table\"><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody>"
+               "</table></div>")
+    return "".join(out)
+
+
+def history_html(claims: pd.DataFrame, runs: pd.DataFrame) -> str:
+    """The page (pure: the same frames give the same bytes)."""
+    figures.style()
+    runs = runs.sort_values(["started", "run_id"], kind="stable", na_position="first").reset_index(drop=True)
+    claims = claims.sort_values(["started", "run_id", "claim"], kind="stable", na_position="first")
+    studies, look = studies_of(runs), _style_of(runs)
+    body = ["<h1>pglab: every run so far</h1>", opening(runs, studies, look[2])]
+    for i, study in enumerate(studies, 1):
+        order = runs[runs.study == study].reset_index(drop=True)
+        body.append(study_section(study, claims, order, look, f"s{i}"))
+    page = report._page("pglab history: every run in the ledger", "".join(body))
+    framed = page.replace('<meta charset="utf-8">', '<meta charset="utf-8">' + VIEWPORT, 1)
+    framed = framed.replace("</style>", _STYLE + "</style>", 1)
+    if VIEWPORT not in framed or _STYLE not in framed:
+        raise RuntimeError("report._page changed its head: pglab.app.history cannot add its viewport tag")
+    return framed
+
+
+def write(ledger: Ledger, out: Path) -> Path:
+    """The page of ``ledger``'s runs and claims, written to ``out``."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(history_html(book.claims(ledger), book.runs(ledger)), encoding="utf-8")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m pglab.app.history", description=__doc__.split("\n\n")[0])
+    p.add_argument("--ledger", help="the ledger: a SQLite file or postgresql://user@host/db "
+                                    "(default $PGLAB_LEDGER, else data/ledger.sqlite)")
+    p.add_argument("--out", type=Path, default=Path("reports/history.html"), help="the page to write")
+    a = p.parse_args(argv)
+
+    def run(a: argparse.Namespace) -> int:
+        url = location(a.ledger)
+        path = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else url.removeprefix("sqlite:")
+        if not url.startswith(("postgresql://", "postgres://")) and not Path(path).exists():
+            raise UserError(f"ledger {url}: no such file (pglab ledger add fills one)")
+        with Ledger(url) as ledger:
+            print(write(ledger, a.out))
+        return 0
+
+    return exits.run(run, a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
