@@ -71,6 +71,19 @@ def test_the_index_stage_depends_on_exactly_what_it_imports() -> None:
     assert {f"data/derived/{s}/comparison.csv" for s in STUDIES} <= set(spec["deps"])
 
 
+@pytest.mark.parametrize(("stage", "module"), [("ledger", "pglab.ledger.shipped"),
+                                                  ("history", "pglab.app.history")])
+def test_a_single_stage_depends_on_exactly_what_it_imports(stage: str, module: str) -> None:
+    """The stages after the analyses: exactly their module's imports, and what they read of each study."""
+    spec = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"][stage]
+    deps = [str(d) for d in spec["deps"]]
+    listed, imported = lib_files([REPO / d for d in deps]), closure(module)
+    assert listed == imported, (sorted(map(str, listed - imported)), sorted(map(str, imported - listed)))
+    assert spec["cmd"] == f"python -m {module}"
+    if stage == "ledger":
+        assert {f"data/derived/{s}/{t}" for s in STUDIES for t in ("comparison.csv", "points.csv")} <= set(deps)
+
+
 @pytest.mark.parametrize("study", STUDIES)
 def test_collect_imports_no_parser_lab_cli_or_analysis(study: str) -> None:
     """An edit to a parser, the lab, the CLI, analysis, figures or a notebook must not re-measure. Except what

@@ -12,7 +12,8 @@ import pytest
 from modgraph import LIB, direct_imports, modules
 
 # lowest first; a module may import from its own layer and from any layer before it
-LAYERS = ("errors", "hosts", "nodes", "replication", "runs", "workloads", "parsers", "analysis", "studies", "app")
+LAYERS = ("errors", "hosts", "nodes", "replication", "runs", "workloads", "parsers", "analysis", "studies", "ledger",
+          "app")
 BASE = ("errors", "userfiles")  # the two modules of the base layer: what goes wrong, and reading a user's file
 TOP = ("pglab", "pglab.__main__")  # the package itself and `python -m pglab`: above every layer
 MAX_LINES = 400

@@ -1,4 +1,4 @@
-"""``pglab``: collect, analyze, compare, spread, parse, check, cleanup, lab.
+"""``pglab``: collect, analyze, compare, spread, ledger, parse, check, cleanup, lab.
 
 User errors (bad parameters, a file that is not tool output) exit 2 with one message and no
 traceback; process errors exit 1 and say which command failed.
@@ -26,12 +26,21 @@ def collect(a: argparse.Namespace) -> int:
 
 
 def cmd_collect(a: argparse.Namespace) -> int:
-    """One run (``pglab.app.collect``), or with ``--repeat N`` N whole runs and their spread (``pglab.app.repeat``)."""
-    if a.repeat is None:
-        return collect(a)
-    from pglab.app.repeat import collect_repeated
+    """One run (``pglab.app.collect``), or with ``--repeat N`` N whole runs and their spread (``pglab.app.repeat``);
+    then each run it made goes into the ledger (its record; ``--repeat`` adds each analysis as it is made)."""
+    from pglab.app.ledger_cli import archived
+    from pglab.ledger.book import record
 
-    return collect_repeated(a)
+    before = set(archived(Path(a.data_root), a.study))
+    try:
+        if a.repeat is None:
+            return collect(a)
+        from pglab.app.repeat import collect_repeated
+
+        return collect_repeated(a)
+    finally:  # a failed or interrupted run is a run too: its record says how it ended
+        for run in sorted(set(archived(Path(a.data_root), a.study)) - before):
+            record(run, data_root=a.data_root)
 
 
 def cmd_spread(a: argparse.Namespace) -> int:
@@ -57,6 +66,9 @@ def cmd_analyze(a: argparse.Namespace) -> int:
     derived = output_dir(root / "derived" / a.study, "--data-root")  # a file there: refused before analysing
     figures = output_dir(Path(a.figures) / a.study, "--figures")
     result = module(a.study, "analyze").analyze(run, derived, figures, Path(a.reference))
+    from pglab.ledger.book import record
+
+    record(run, derived, data_root=root)
     print(json.dumps(result.metrics, indent=2))
     return 0
 
@@ -220,7 +232,7 @@ def build_parser(only_parse: bool = False) -> argparse.ArgumentParser:
     others need (the collect arguments' module loads the inventory's pydantic models: 0.2 s of a
     ``pglab parse`` that takes 0.5 s on a 256 MB log)."""
     ap = argparse.ArgumentParser(prog="pglab", description="pglab: reproducible PostgreSQL deployment benchmarks "
-                                 "(collect, analyze, compare, spread, parse, check, cleanup, lab)")
+                                 "(collect, analyze, compare, spread, ledger, parse, check, cleanup, lab)")
     ap.add_argument("--version", action="version", version=f"pglab {_version()}")
     sub = ap.add_subparsers(dest="command", required=True)
     if only_parse:
@@ -264,6 +276,9 @@ def build_parser(only_parse: bool = False) -> argparse.ArgumentParser:
     s.add_argument("--reference", default="data/reference", help=REFERENCE_HELP)
     s.set_defaults(func=cmd_spread)
     _add_parse(sub)
+    from pglab.app.ledger_cli import add_parser as add_ledger
+
+    add_ledger(sub, DATA_ROOT_HELP, REFERENCE_HELP)
     k = sub.add_parser("check", help="preflight: binaries, hosts, host keys, ports, study parameters")
     k.add_argument("studies", nargs="*", default=list(STUDIES), help="studies to check (default: all five)")
     k.add_argument("--inventory", default="params/hosts.yaml", help=INVENTORY_HELP)

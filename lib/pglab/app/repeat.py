@@ -71,7 +71,8 @@ def collect_repeated(a: argparse.Namespace) -> int:
         runs.append(run)
         out = out or output_dir(Path(a.data_root) / "repeats" / a.study / spread.label(run), "the spread's folder")
         if publishable(run, a.accept_failed):
-            frames.update(spread.analyse(a.study, [run], out, a.reference))  # now: a broken analysis shows at once
+            # now: a broken analysis shows at once
+            frames.update(spread.analyse(a.study, [run], out, a.reference, a.data_root))
     usable = [r for r in runs if publishable(r, a.accept_failed)]
     for r in runs:
         if r not in usable:

@@ -24,6 +24,7 @@ import pandas as pd
 from pglab.app.comparable import check_comparable, find_run, mixing_message
 from pglab.app.paths import output_dir
 from pglab.errors import UserError
+from pglab.ledger.book import record
 from pglab.runs.record import MANIFEST, inside
 from pglab.runs.store import load_manifest
 
@@ -147,9 +148,10 @@ def check_runs(study: str, runs: Sequence[Path], allow_mixed: bool = False) -> N
             print(f"pglab: {run} vs {runs[0]}: {mixed}", file=sys.stderr)
 
 
-def analyse(study: str, runs: Sequence[Path], out: Path, reference_dir: str | Path) -> dict[str, pd.DataFrame]:
+def analyse(study: str, runs: Sequence[Path], out: Path, reference_dir: str | Path,
+            data_root: str | Path = "data") -> dict[str, pd.DataFrame]:
     """Each run analysed by the study's own analysis into ``out/<run-id>/derived`` and ``figures``; its
-    comparison frame (the columns this module reads) by run label."""
+    comparison frame (the columns this module reads) by run label. Each analysis goes into the ledger."""
     from pglab.studies import module
 
     analyze = module(study, "analyze").analyze
@@ -157,6 +159,7 @@ def analyse(study: str, runs: Sequence[Path], out: Path, reference_dir: str | Pa
     for run in runs:
         dest = inside(out, out / label(run), f"analysis of {run}")
         analyze(run, dest / "derived", dest / "figures", Path(reference_dir))
+        record(run, dest / "derived", data_root=data_root)
         t = pd.read_csv(dest / "derived" / "comparison.csv")
         frames[label(run)] = t[[c for c in ("claim", "published", "reproduced", "verdict") if c in t.columns]]
     return frames
@@ -188,5 +191,5 @@ def cmd_spread(a: Any) -> int:
     runs = [find_run(a.data_root, r) for r in a.runs]
     check_runs(a.study, runs, allow_mixed=a.allow_mixed)
     out = output_dir(Path(a.out) if a.out else Path(a.data_root) / "repeats" / a.study / label(runs[0]))
-    write(a.study, runs, analyse(a.study, runs, out, a.reference), out)
+    write(a.study, runs, analyse(a.study, runs, out, a.reference, a.data_root), out)
     return 0

@@ -1,0 +1,211 @@
+"""``pglab ledger``: add, list, show, compare, merge, import and draw the runs a ledger holds.
+
+The ledger (``pglab.ledger``) is filled after a run or an analysis: ``pglab collect`` adds each run it made
+(its record), ``pglab analyze``, ``pglab spread`` and ``collect --repeat`` add each analysis, and the
+pipeline's ``ledger`` stage adds the five published runs. ``pglab ledger add`` adds by hand; what a ledger
+holds is never a run's only copy (the run folder is), so it can be rebuilt from the folders at any time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from pglab.app.comparable import find_run
+from pglab.app.spread import MIXED, OPPOSITE, STABLE, format_table, spread_table
+from pglab.errors import UserError
+from pglab.ledger import book, shipped
+from pglab.ledger.backend import ENV, Ledger, location
+from pglab.runs.record import MANIFEST, RUN_FOLDER, ManifestError
+from pglab.runs.store import git_revision
+from pglab.studies import STUDIES
+
+LEDGER_HELP = f"the ledger: a SQLite file or postgresql://user@host/db (default ${ENV}, else <data-root>/ledger.sqlite)"
+SHORT = {"held": "held", "did not hold": "not", "not measurable here": "n.a.", "not resolvable here": "n.r."}
+
+
+def archived(data_root: Path, study: str | None = None) -> list[Path]:
+    """Every archived run folder (``<data-root>/runs/<study>/<run-id>``), oldest first."""
+    studies = [study] if study else STUDIES
+    return [d for s in studies for d in sorted((data_root / "runs" / s).glob("*"))
+            if RUN_FOLDER.fullmatch(d.name) and (d / MANIFEST).exists()]
+
+
+def cmd_add(a: argparse.Namespace, ledger: Ledger) -> int:
+    root = Path(a.data_root)
+    if a.runs:
+        if a.derived and len(a.runs) > 1:
+            raise UserError("--derived names the analysis of one run: give one RUN with it")
+        done = [book.add(ledger, find_run(root, r), a.derived, code_revision=git_revision()) for r in a.runs]
+    else:
+        done = shipped.add_pipeline(ledger, root, root.parent / "dvc.lock")
+        for run in archived(root):
+            try:
+                done.append(book.add(ledger, run))
+            except ManifestError as exc:
+                print(f"pglab: skipped {exc}", file=sys.stderr)
+    new = sum(d["new"] for d in done)
+    analysed = sum(d["analysis"] == "added" for d in done)
+    print(f"{len(done)} run{'s' if len(done) != 1 else ''} seen: {new} new, {analysed} analysis added "
+          f"({ledger.shown})")
+    return 0
+
+
+def _tally(claims: pd.DataFrame) -> pd.Series:
+    """Per run: its verdicts counted, as ``2 held, 1 not, 3 n.a.``."""
+    def one(vs: pd.Series) -> str:
+        counts = vs.map(lambda v: SHORT.get(v, "open" if isinstance(v, str) else "?")).value_counts()
+        return ", ".join(f"{counts[k]} {k}" for k in ("held", "not", "open", "n.r.", "n.a.", "?") if k in counts)
+    return claims.groupby("run_id")["verdict"].agg(one) if len(claims) else pd.Series(dtype=str)
+
+
+def cmd_list(a: argparse.Namespace, ledger: Ledger) -> int:
+    runs = book.runs(ledger, a.study)
+    if runs.empty:
+        print(f"no runs{' of ' + a.study if a.study else ''} in {ledger.shown}")
+        return 0
+    tally = _tally(book.claims(ledger, a.study))
+    show = pd.DataFrame({"started": runs["started"].str.slice(0, 16).str.replace("T", " "), "study": runs["study"],
+                         "run": runs["run_id"], "profile": runs["profile"], "status": runs["status"],
+                         "PostgreSQL": runs["pg_version"].fillna("?") + " " + runs["pg_family"].fillna(""),
+                         "machine": runs["machine_key"],
+                         "verdicts": runs["run_id"].map(tally).fillna("(not analysed)")})
+    print(show.to_string(index=False))
+    machines = runs.drop_duplicates("machine_key")
+    for key, label in zip(machines["machine_key"], machines["machine"], strict=True):
+        print(f"machine {key}: {label}")
+    return 0
+
+
+def cmd_show(a: argparse.Namespace, ledger: Ledger) -> int:
+    run_id = _find(ledger, a.run)
+    r = book.runs(ledger).set_index("run_id").loc[run_id]
+    for k in ("study", "profile", "status", "started", "ended", "wall_s", "measuring_share", "own_cpu_s", "seed",
+              "blocks", "points_total", "points_failed", "machine", "machine_key", "pg_version", "pg_family",
+              "git_revision", "dvc_hash"):
+        print(f"{k:16} {r[k]}")
+    c = book.claims(ledger, str(r["study"]))
+    c = c[c["run_id"] == run_id]
+    if c.empty:
+        print("(no analysis in the ledger: `pglab analyze` or `pglab ledger add RUN --derived DIR` adds one)")
+        return 0
+    print()
+    print(pd.DataFrame({"claim": c["claim"], "published": c["published"], "reproduced": c["reproduced"],
+                        "interval": [_interval(lo, hi) for lo, hi in zip(c["ci_low"], c["ci_high"], strict=True)],
+                        "blocks": c["blocks"], "verdict": c["verdict"]}).to_string(index=False))
+    return 0
+
+
+def _interval(low: Any, high: Any) -> str:
+    return "-" if pd.isna(low) or pd.isna(high) else f"[{low:.3g}, {high:.3g}]"
+
+
+def _find(ledger: Ledger, run: str) -> str:
+    try:
+        return book.find(ledger, run)
+    except LookupError as exc:
+        raise UserError(f"{exc} ({ledger.shown}); `pglab ledger list` shows what it holds") from None
+
+
+def cmd_compare(a: argparse.Namespace, ledger: Ledger) -> int:
+    """Per claim, every run's value and verdict, in groups of comparable runs (one machine class, one PostgreSQL
+    build, one profile): runs of different groups are shown apart, never pooled."""
+    c = book.claims(ledger, a.study)
+    for col, want in (("machine_key", a.machine), ("pg_version", a.pg), ("profile", a.profile)):
+        if want:
+            c = c[c[col].astype(str) == want]
+    if a.runs:
+        ids = [_find(ledger, r) for r in a.runs]
+        c = c[c["run_id"].isin(ids)]
+    if c.empty:
+        raise UserError(f"no analysed run of {a.study} in {ledger.shown} matches; `pglab ledger list --study "
+                        f"{a.study}` shows what it holds")
+    groups = c.groupby(["machine_key", "pg_version", "pg_family", "profile"], dropna=False, sort=False)
+    for (key, version, family, profile), g in groups:
+        ids = list(dict.fromkeys(g["run_id"]))
+        print(f"== {len(ids)} run{'s' if len(ids) != 1 else ''} of {a.study}, profile {profile}, PostgreSQL "
+              f"{version} ({family}), machine {key}: {g['machine'].iloc[0]}")
+        frames = {rid: g[g["run_id"] == rid] for rid in ids}
+        table = spread_table(frames)
+        for i, rid in enumerate(ids, 1):
+            print(f"r{i} = {rid}")
+        print(format_table(table, ids))
+        counts = table["agreement"].value_counts()
+        print(", ".join(f"{counts.get(k, 0)} {k}" for k in (STABLE, MIXED, OPPOSITE)) + " (verdicts over the runs)\n")
+    if groups.ngroups > 1:
+        print(f"{groups.ngroups} groups of runs that differ in machine, PostgreSQL build or profile: compared "
+              "side by side, never pooled")
+    return 0
+
+
+def cmd_merge(a: argparse.Namespace, ledger: Ledger) -> int:
+    for other in a.others:
+        if location(other) == ledger.url:
+            raise UserError(f"{other}: that is the ledger being merged into")
+        with Ledger(other) as theirs:
+            counts = book.merge(ledger, theirs)
+        print(f"{other}: {counts['runs']} new runs, {counts['analyses']} analyses added to {ledger.shown}")
+    return 0
+
+
+def cmd_import(a: argparse.Namespace, ledger: Ledger) -> int:
+    remote = Path(a.remote)
+    if not (remote / "files" / "md5").is_dir():
+        raise UserError(f"{remote}: not a DVC remote (no files/md5/ in it)")
+    counts = shipped.import_remote(ledger, remote, a.reference, reanalyse=a.reanalyse,
+                                   report=lambda line: print(line, flush=True))
+    print(f"{counts['runs']} runs in {remote}: {counts['new']} new to the ledger, {counts['analysed']} analysed, "
+          f"{counts['unreadable']} not analysable by this pglab")
+    return 0
+
+
+def cmd_history(a: argparse.Namespace, ledger: Ledger) -> int:
+    from pglab.app.history import write
+
+    print(f"history of {ledger.shown}: {write(ledger, Path(a.out))}")
+    return 0
+
+
+def cmd_ledger(a: argparse.Namespace) -> int:
+    with Ledger(a.ledger, a.data_root) as ledger:
+        return int(a.ledger_func(a, ledger))
+
+
+def add_parser(sub: Any, data_root_help: str, reference_help: str) -> None:
+    g = sub.add_parser("ledger", help="every run of every study in one store (SQLite, or PostgreSQL for a team): "
+                                      "add, list, show, compare, merge, import-dvc, history")
+    lsub = g.add_subparsers(dest="ledger_command", required=True)
+
+    def command(name: str, func: Any, help: str) -> argparse.ArgumentParser:
+        p = lsub.add_parser(name, help=help)
+        p.add_argument("--ledger", help=LEDGER_HELP)
+        p.add_argument("--data-root", default="data", help=data_root_help)
+        p.set_defaults(func=cmd_ledger, ledger_func=func)
+        return p
+
+    p = command("add", cmd_add, "add runs (folders or ids); with none, the pipeline's five runs with their "
+                                "analyses and every archived run under <data-root>/runs/")
+    p.add_argument("runs", nargs="*", metavar="RUN", help="a run folder, or a run id under data/runs/<study>/")
+    p.add_argument("--derived", help="the analysis of the one RUN given (a folder with points.csv, comparison.csv)")
+    p = command("list", cmd_list, "one line per run: when, study, status, PostgreSQL, machine, verdicts")
+    p.add_argument("--study", choices=STUDIES, help="only this study's runs")
+    p = command("show", cmd_show, "one run: its record and its claims")
+    p.add_argument("run", metavar="RUN", help="a run id, or its last part (b7c23a)")
+    p = command("compare", cmd_compare, "per claim, every run's value and verdict, in groups of comparable runs")
+    p.add_argument("study", choices=STUDIES, help="the study whose runs are compared")
+    p.add_argument("runs", nargs="*", metavar="RUN", help="only these runs (default: every analysed run)")
+    p.add_argument("--machine", help="only runs on this machine key (see `pglab ledger list`)")
+    p.add_argument("--pg", help="only runs on this PostgreSQL version (15.18)")
+    p.add_argument("--profile", help="only runs of this profile")
+    p = command("merge", cmd_merge, "add every run and analysis of other ledgers (a colleague's file, a team's URL)")
+    p.add_argument("others", nargs="+", metavar="OTHER", help="another ledger: a SQLite file or postgresql:// URL")
+    p = command("import-dvc", cmd_import, "every run a DVC remote ever held, each re-analysed by this checkout")
+    p.add_argument("--remote", default="data/dvc-remote", help="the DVC remote's folder (default data/dvc-remote)")
+    p.add_argument("--reference", default="data/reference", help=reference_help)
+    p.add_argument("--reanalyse", action="store_true", help="also runs the ledger holds an analysis of")
+    p = command("history", cmd_history, "reports/history.html: per claim every run's value and interval over time")
+    p.add_argument("--out", default="reports/history.html", help="the page to write (default reports/history.html)")

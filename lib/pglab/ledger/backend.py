@@ -1,0 +1,122 @@
+"""Where a ledger lives: a SQLite file (the default, nothing to set up) or a PostgreSQL database (a team's).
+
+A location is a path (``data/ledger.sqlite``), ``sqlite:///abs/path`` or ``postgresql://user@host/db``.
+A PostgreSQL URL never carries a password (it would land in shell history, ``ps`` and logs): libpq reads
+it from ``~/.pgpass`` or ``PGPASSFILE``, as pglab's own servers do. The SQL the ledger sends is written
+once, with ``?`` placeholders; for psycopg they become ``%s``.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from pglab.errors import UserError
+from pglab.ledger.schema import SCHEMA_VERSION, ddl
+
+DEFAULT = "data/ledger.sqlite"
+ENV = "PGLAB_LEDGER"
+
+
+def location(url: str | None = None, data_root: str | Path = "data") -> str:
+    """The ledger named by ``url``, else by ``$PGLAB_LEDGER``, else ``<data_root>/ledger.sqlite``."""
+    return url or os.environ.get(ENV) or str(Path(data_root) / "ledger.sqlite")
+
+
+def _postgres_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is not None:
+        raise UserError(f"ledger {parts.scheme}://{parts.hostname or ''}/...: the URL holds a password; put it in "
+                        "~/.pgpass (or a file named by PGPASSFILE) instead, so that it never appears in a command")
+    return url
+
+
+class Ledger:
+    """An open connection and its dialect; use as a context manager (commits, or rolls back on error)."""
+
+    def __init__(self, url: str | None = None, data_root: str | Path = "data"):
+        self.url = location(url, data_root)
+        if self.url.startswith(("postgresql://", "postgres://")):
+            import psycopg
+
+            try:
+                self.conn: Any = psycopg.connect(_postgres_url(self.url), connect_timeout=10)
+            except psycopg.OperationalError as exc:
+                raise UserError(f"ledger {self.shown}: cannot connect ({str(exc).strip().splitlines()[0]})") from None
+            self.kind = "postgresql"
+        else:
+            path = Path(self.url.removeprefix("sqlite:///") if self.url.startswith("sqlite:///")
+                        else self.url.removeprefix("sqlite:"))
+            if path.is_dir():
+                raise UserError(f"ledger {path}: is a folder, not a SQLite file")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self.conn = sqlite3.connect(path)
+                self.conn.execute("PRAGMA foreign_keys = ON")
+            except sqlite3.Error as exc:
+                raise UserError(f"ledger {path}: cannot be opened as SQLite ({exc})") from None
+            self.kind = "sqlite"
+        self._create()
+
+    @property
+    def shown(self) -> str:
+        """The location without anything secret (a PostgreSQL URL never has a password: see ``_postgres_url``)."""
+        return self.url
+
+    def _create(self) -> None:
+        with self.transaction():
+            for statement in ddl():
+                self.execute(statement)
+            found = self.query("SELECT value FROM meta WHERE key = ?", ("schema_version",))
+            if not found:
+                self.execute("INSERT INTO meta (key, value) VALUES (?, ?)", ("schema_version", str(SCHEMA_VERSION)))
+            elif int(found[0][0]) > SCHEMA_VERSION:
+                raise UserError(f"ledger {self.shown}: schema version {found[0][0]} is newer than this pglab's "
+                                f"({SCHEMA_VERSION}); update pglab to read it")
+
+    def _sql(self, sql: str) -> str:
+        return sql.replace("?", "%s") if self.kind == "postgresql" else sql
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        self.conn.execute(self._sql(sql), tuple(params))
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        rows = [tuple(r) for r in rows]
+        if not rows:
+            return
+        if self.kind == "postgresql":
+            with self.conn.cursor() as cur:
+                cur.executemany(self._sql(sql), rows)
+        else:
+            self.conn.executemany(sql, rows)
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return [tuple(r) for r in self.conn.execute(self._sql(sql), tuple(params)).fetchall()]
+
+    def columns(self, sql: str, params: Sequence[Any] = ()) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """The column names and rows of a query."""
+        cur = self.conn.execute(self._sql(sql), tuple(params))
+        return [d[0] for d in cur.description], [tuple(r) for r in cur.fetchall()]
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        try:
+            yield
+        except BaseException:
+            self.conn.rollback()
+            raise
+        self.conn.commit()
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,167 @@
+"""Adding runs and their analyses to a ledger, merging ledgers, and reading them back as DataFrames.
+
+Idempotent by construction: a run is keyed by its run id (a UTC timestamp and a random suffix, unique
+across machines), and a run's analysis by the digest of what it said. Adding what is there changes
+nothing; a different analysis of a run replaces the one before only if it is newer (``analysed_at``, then
+the digest to break a tie), so merging ledgers in any order gives the same ledger.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from pglab.ledger import rows
+from pglab.ledger.backend import Ledger, location
+from pglab.ledger.schema import TABLES
+from pglab.runs.store import git_revision
+
+
+def _insert(ledger: Ledger, table: str, records: list[dict[str, Any]], replace: bool = False) -> None:
+    cols, key = TABLES[table]
+    conflict = "DO NOTHING" if not replace else "DO UPDATE SET " + ", ".join(
+        f"{c} = excluded.{c}" for c in cols if c not in key)
+    ledger.executemany(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) "
+                       f"ON CONFLICT ({', '.join(key)}) {conflict}",
+                       [[r.get(c) for c in cols] for r in records])
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def add_run(ledger: Ledger, manifest: dict[str, Any], *, dvc_hash: str | None = None) -> bool:
+    """The run and its machine (a checked manifest); True if the run was new. A known run gains a DVC hash it
+    lacked (the pipeline's copy of a run learns it after ``dvc commit``), nothing else changes."""
+    run = rows.run(manifest, dvc_hash)
+    known = ledger.query("SELECT dvc_hash FROM runs WHERE run_id = ?", (run["run_id"],))
+    _insert(ledger, "machines", [rows.machine(manifest)])
+    if not known:
+        _insert(ledger, "runs", [run])
+    elif dvc_hash and not known[0][0]:
+        ledger.execute("UPDATE runs SET dvc_hash = ? WHERE run_id = ?", (dvc_hash, run["run_id"]))
+    return not known
+
+
+def add_analysis(ledger: Ledger, run_id: str, derived: str | Path, *, analysed_at: str | None = None,
+                 code_revision: str | None = None) -> str:
+    """The points and claims of the analysis in ``derived`` (``points.csv``, ``comparison.csv``) for a run the
+    ledger has: ``added``, ``same`` (that analysis is there already) or ``older`` (a newer one is kept)."""
+    p, c = rows.points(run_id, Path(derived)), rows.claims(run_id, Path(derived))
+    return _put_analysis(ledger, {"run_id": run_id, "digest": rows.digest(p, c), "analysed_at": analysed_at or _now(),
+                                  "code_revision": code_revision, "n_points": len(p), "n_claims": len(c)}, p, c)
+
+
+def _put_analysis(ledger: Ledger, analysis: dict[str, Any], p: list[dict[str, Any]], c: list[dict[str, Any]]) -> str:
+    run_id = analysis["run_id"]
+    old = ledger.query("SELECT digest, analysed_at FROM analyses WHERE run_id = ?", (run_id,))
+    if old and old[0][0] == analysis["digest"]:
+        return "same"
+    if old and (old[0][1], old[0][0]) > (analysis["analysed_at"], analysis["digest"]):
+        return "older"
+    ledger.execute("DELETE FROM points WHERE run_id = ?", (run_id,))
+    ledger.execute("DELETE FROM claims WHERE run_id = ?", (run_id,))
+    _insert(ledger, "analyses", [analysis], replace=True)
+    _insert(ledger, "points", p)
+    _insert(ledger, "claims", c)
+    return "added"
+
+
+def add(ledger: Ledger, run_dir: str | Path, derived: str | Path | None = None, *, dvc_hash: str | None = None,
+        analysed_at: str | None = None, code_revision: str | None = None) -> dict[str, Any]:
+    """A run folder (and, given its analysis folder, what the analysis said), in one transaction."""
+    manifest = rows.from_folder(run_dir)
+    with ledger.transaction():
+        new = add_run(ledger, manifest, dvc_hash=dvc_hash)
+        analysis = add_analysis(ledger, manifest["run_id"], derived, analysed_at=analysed_at,
+                                code_revision=code_revision) if derived is not None else None
+    return {"run_id": manifest["run_id"], "study": manifest["study"], "new": new, "analysis": analysis}
+
+
+def _records(ledger: Ledger, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+    cols, found = ledger.columns(sql, params)
+    return [dict(zip(cols, r, strict=True)) for r in found]
+
+
+def merge(into: Ledger, other: Ledger) -> dict[str, int]:
+    """Every run, machine and analysis of ``other`` added to ``into`` (by the rules of ``add``): counts of new."""
+    counts = {"runs": 0, "analyses": 0}
+    with into.transaction():
+        _insert(into, "machines", _records(other, "SELECT * FROM machines"))
+        known = {r[0] for r in into.query("SELECT run_id FROM runs")}
+        theirs = _records(other, "SELECT * FROM runs")
+        _insert(into, "runs", theirs)
+        for r in theirs:
+            if r["dvc_hash"]:
+                into.execute("UPDATE runs SET dvc_hash = ? WHERE run_id = ? AND dvc_hash IS NULL",
+                             (r["dvc_hash"], r["run_id"]))
+        counts["runs"] = sum(r["run_id"] not in known for r in theirs)
+        for a in _records(other, "SELECT * FROM analyses"):
+            p = _records(other, "SELECT * FROM points WHERE run_id = ?", (a["run_id"],))
+            c = _records(other, "SELECT * FROM claims WHERE run_id = ?", (a["run_id"],))
+            counts["analyses"] += _put_analysis(into, a, p, c) == "added"
+    return counts
+
+
+def record(run: str | Path, derived: str | Path | None = None, *, data_root: str | Path = "data",
+           url: str | None = None) -> None:
+    """Add a run (and its analysis) to the ledger after a command made it; a ledger that cannot take it is said
+    on stderr and changes nothing else: the run folder is the truth, and ``pglab ledger add`` adds it later."""
+    try:
+        with Ledger(url, data_root) as ledger:
+            add(ledger, run, derived, code_revision=git_revision())
+    except Exception as exc:  # noqa: BLE001 - never let the index cost the run
+        print(f"pglab: the run {run} was not added to the ledger {location(url, data_root)} ({exc}); "
+              f"`pglab ledger add {run}` adds it later", file=sys.stderr)
+
+
+# -- reading ----------------------------------------------------------------------------------------------
+
+
+def frame(ledger: Ledger, sql: str, params: tuple[Any, ...] = ()) -> pd.DataFrame:
+    cols, found = ledger.columns(sql, params)
+    return pd.DataFrame(found, columns=cols)
+
+
+def runs(ledger: Ledger, study: str | None = None) -> pd.DataFrame:
+    """One row per run, oldest first, with its machine's label and whether it has an analysis."""
+    where = "WHERE r.study = ?" if study else ""
+    return frame(ledger, "SELECT r.*, m.label AS machine, a.digest IS NOT NULL AS analysed, a.n_claims "
+                         "FROM runs r LEFT JOIN machines m USING (machine_key) LEFT JOIN analyses a USING (run_id) "
+                         f"{where} ORDER BY r.started, r.run_id", (study,) if study else ())
+
+
+def claims(ledger: Ledger, study: str | None = None) -> pd.DataFrame:
+    """One row per (run, claim): the claim's verdict, value and interval, with the run's study, profile, start,
+    machine and PostgreSQL build, oldest run first."""
+    where = "WHERE r.study = ?" if study else ""
+    return frame(ledger, "SELECT r.study, c.*, r.profile, r.started, r.status, r.machine_key, m.label AS machine, "
+                         "r.pg_version, r.pg_family, r.git_revision, r.dvc_hash FROM claims c JOIN runs r USING "
+                         f"(run_id) LEFT JOIN machines m USING (machine_key) {where} ORDER BY r.started, r.run_id, "
+                         "c.claim", (study,) if study else ())
+
+
+def points(ledger: Ledger, run_id: str) -> pd.DataFrame:
+    return frame(ledger, "SELECT * FROM points WHERE run_id = ? ORDER BY point", (run_id,))
+
+
+def load(url: str | None = None, data_root: str | Path = "data", study: str | None = None
+         ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(runs, claims) of a ledger as DataFrames, for a notebook: ``runs, claims = book.load()``."""
+    with Ledger(url, data_root) as ledger:
+        return runs(ledger, study), claims(ledger, study)
+
+
+def find(ledger: Ledger, run: str) -> str:
+    """The run id that ``run`` (a whole id, or its random suffix, or a unique prefix) names; LookupError if none
+    or several."""
+    found = [r[0] for r in ledger.query("SELECT run_id FROM runs WHERE run_id = ? OR run_id LIKE ? OR run_id LIKE ?",
+                                        (run, f"%-{run}", f"{run}%"))]
+    if len(found) != 1:
+        raise LookupError(f"run {run!r}: {'no run' if not found else f'{len(found)} runs'} in the ledger"
+                          + (f" ({', '.join(found[:5])})" if found else ""))
+    return found[0]

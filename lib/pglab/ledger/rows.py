@@ -1,0 +1,149 @@
+"""A run record and its analysis as ledger rows: what a run is, the machine it ran on, its points and claims.
+
+The comparability key is the machine class ``pglab compare`` accepts as one: per host its cores, CPU model,
+memory (to a quarter GiB: MemTotal moves by a few KiB between boots), kernel release (without a VM's build
+suffix), OS and disk (device and size, not free space). Two runs with the same key and PostgreSQL build are
+comparable; the machine id and hostname are kept beside it but are no part of it (two VMs of one type are
+one class).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from pglab.runs.record import read
+
+#: points.csv columns that get a column of their own; every other non-empty one goes to ``extra``
+POINT_COLUMNS = {"point": "point", "kind": "kind", "block": "block", "group": "grp", "config": "config",
+                 "copy": "copy", "clients": "clients", "tps": "tps", "latency_avg_ms": "latency_avg_ms",
+                 "window_s": "window_s", "stalls": "stalls", "failed": "failed"}
+CLAIM_COLUMNS = ("claim", "published", "reproduced", "ci_low", "ci_high", "coverage", "blocks", "verdict", "rule",
+                 "aa_median", "aa_low", "aa_high", "aa_blocks", "noise_floor", "stopped", "note")
+RECORD_FORMAT = 1  # the manifests pglab writes today (``pglab.runs.record`` reads every earlier one)
+
+
+def _clean(value: Any) -> Any:
+    """A cell as SQL takes it: NaN and pandas' missing values as NULL, numpy scalars as Python ones."""
+    if value is None:
+        return None
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def _canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _disk(value: Any) -> Any:
+    return re.sub(r",?\s*\d+ KiB free", "", value) if isinstance(value, str) else value
+
+
+def _kernel(value: Any) -> Any:
+    m = re.fullmatch(r"(\S+) (\d+(?:\.\d+)*)\S* (\S+)", value) if isinstance(value, str) else None
+    return f"{m.group(1)} {m.group(2)} {m.group(3)}" if m else value
+
+
+def machine(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The machines row of a run: its comparability key, a label a person reads, and the class facts."""
+    hosts = manifest.get("hosts") or {}
+    facts = {}
+    for name in sorted(hosts):
+        h = hosts[name] or {}
+        mem = h.get("mem_total_kb")
+        facts[name] = {"cores": h.get("cores"), "cpu_model": h.get("cpu_model"),
+                       "mem_gib": round(mem / 1048576 * 4) / 4 if isinstance(mem, (int, float)) else None,
+                       "kernel": _kernel(h.get("kernel")), "os": h.get("os"), "disk": _disk(h.get("disk_tmp"))}
+    key = hashlib.sha256(_canonical(list(facts.values())).encode()).hexdigest()[:12]
+    first = next(iter(facts.values()), {})
+    n = len(facts)
+    label = (f"{n} hosts: " if n > 1 else "") + ", ".join(str(x) for x in (
+        f"{first.get('cores')} cores" if first.get("cores") else None, first.get("cpu_model"),
+        f"{first.get('mem_gib')} GiB" if first.get("mem_gib") else None, first.get("kernel")) if x)
+    return {"machine_key": key, "label": label or "unknown machine", "hosts": n, "cores": first.get("cores"),
+            "cpu_model": first.get("cpu_model"), "mem_gib": first.get("mem_gib"), "kernel": first.get("kernel"),
+            "os": first.get("os"), "disk": first.get("disk"), "facts": _canonical(facts)}
+
+
+def postgres_build(manifest: dict[str, Any]) -> tuple[str | None, str | None]:
+    """(version, build family) of the run's server: ``15.18``, ``Debian`` from ``postgres (PostgreSQL) 15.18
+    (Debian 15.18-0+deb12u1)``; the family is ``other`` when the version string names none."""
+    text = str((manifest.get("tools") or {}).get("postgres") or "")
+    m = re.search(r"\(PostgreSQL\) (\d+(?:\.\d+)?)\S*(?: \((\w+))?", text)
+    if not m:
+        return None, None
+    return m.group(1), m.group(2) or "other"
+
+
+def _sum(values: Any) -> float | None:
+    if isinstance(values, (int, float)):
+        return float(values)
+    nums = [v for v in values or [] if isinstance(v, (int, float))]
+    return float(sum(nums)) if nums else None
+
+
+def run(manifest: dict[str, Any], dvc_hash: str | None = None) -> dict[str, Any]:
+    """The runs row of a checked manifest."""
+    params = manifest.get("parameters") or {}
+    plan = manifest.get("plan") or {}
+    adaptive = plan.get("adaptive") or {}
+    points = manifest.get("points") or {}
+    cpu = manifest.get("pglab_cpu") or []
+    version, family = postgres_build(manifest)
+    host = next(iter((manifest.get("hosts") or {}).values()), {}) or {}
+    return {"run_id": manifest["run_id"], "study": manifest["study"], "profile": manifest.get("profile"),
+            "status": manifest.get("status"), "started": manifest.get("start"), "ended": manifest.get("end"),
+            "wall_s": _sum(manifest.get("wall_s")), "measured_s": _clean(manifest.get("measured_s")),
+            "measuring_share": _clean(manifest.get("measurement_share")),
+            "own_cpu_s": _sum([c.get("process_cpu_s") for c in cpu if isinstance(c, dict)]),
+            "seed": params.get("seed", plan.get("seed")),
+            "blocks": adaptive.get("blocks_finished") or plan.get("blocks") or params.get("blocks"),
+            "points_total": points.get("total"), "points_failed": points.get("failed"),
+            "git_revision": manifest.get("git_revision"), "dvc_hash": dvc_hash,
+            "machine_key": machine(manifest)["machine_key"], "hostname": host.get("hostname"),
+            "pg_version": version, "pg_family": family,
+            "record_format": manifest.get("format_version", RECORD_FORMAT), "parameters": _canonical(params)}
+
+
+def points(run_id: str, derived: Path) -> list[dict[str, Any]]:
+    """The points rows of an analysis (``points.csv``): the common columns, the study's own in ``extra``."""
+    path = derived / "points.csv"
+    if not path.exists():
+        return []
+    out = []
+    for rec in pd.read_csv(path).to_dict("records"):
+        row = {"run_id": run_id, **{POINT_COLUMNS[k]: _clean(rec.get(k)) for k in POINT_COLUMNS}}
+        if isinstance(row["failed"], bool):
+            row["failed"] = int(row["failed"])
+        extra = {k: _clean(v) for k, v in rec.items() if k not in POINT_COLUMNS and _clean(v) is not None}
+        row["extra"] = _canonical(extra)
+        out.append(row)
+    return out
+
+
+def claims(run_id: str, derived: Path) -> list[dict[str, Any]]:
+    """The claims rows of an analysis (``comparison.csv``), one per published claim."""
+    path = derived / "comparison.csv"
+    if not path.exists():
+        return []
+    t = pd.read_csv(path)
+    return [{"run_id": run_id, **{c: _clean(rec.get(c)) for c in CLAIM_COLUMNS}} for rec in t.to_dict("records")]
+
+
+def digest(point_rows: list[dict[str, Any]], claim_rows: list[dict[str, Any]]) -> str:
+    """What an analysis said, as one hash: adding the same analysis again is recognised and changes nothing."""
+    return hashlib.sha256(_canonical([point_rows, claim_rows]).encode()).hexdigest()[:16]
+
+
+def from_folder(run_dir: str | Path) -> dict[str, Any]:
+    """The checked manifest of a run folder (``pglab.runs.record.read``: refused in one line if not a run)."""
+    return read(run_dir)

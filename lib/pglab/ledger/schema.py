@@ -1,0 +1,43 @@
+"""The ledger's tables: one DDL for SQLite and PostgreSQL (types both read the same way).
+
+``DOUBLE PRECISION`` is REAL in SQLite and float8 in PostgreSQL (PostgreSQL's ``REAL`` is float4, which
+would round the numbers and break parity). JSON is kept as TEXT: both engines return it unchanged.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+
+#: table -> (columns in order, primary key)
+TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "meta": (("key", "value"), ("key",)),
+    "machines": (("machine_key", "label", "hosts", "cores", "cpu_model", "mem_gib", "kernel", "os", "disk",
+                  "facts"), ("machine_key",)),
+    "runs": (("run_id", "study", "profile", "status", "started", "ended", "wall_s", "measured_s",
+              "measuring_share", "own_cpu_s", "seed", "blocks", "points_total", "points_failed", "git_revision",
+              "dvc_hash", "machine_key", "hostname", "pg_version", "pg_family", "record_format", "parameters"),
+             ("run_id",)),
+    "analyses": (("run_id", "digest", "analysed_at", "code_revision", "n_points", "n_claims"), ("run_id",)),
+    "points": (("run_id", "point", "kind", "block", "grp", "config", "copy", "clients", "tps", "latency_avg_ms",
+                "window_s", "stalls", "failed", "extra"), ("run_id", "point")),
+    "claims": (("run_id", "claim", "published", "reproduced", "ci_low", "ci_high", "coverage", "blocks", "verdict",
+                "rule", "aa_median", "aa_low", "aa_high", "aa_blocks", "noise_floor", "stopped", "note"),
+               ("run_id", "claim")),
+}
+
+REAL = {"wall_s", "measured_s", "measuring_share", "own_cpu_s", "mem_gib", "tps", "latency_avg_ms", "window_s",
+        "published", "reproduced", "ci_low", "ci_high", "coverage", "aa_median", "aa_low", "aa_high", "noise_floor"}
+INTEGER = {"cores", "seed", "blocks", "points_total", "points_failed", "record_format", "n_points", "n_claims",
+           "block", "copy", "clients", "stalls", "failed", "aa_blocks", "hosts"}
+
+
+def ddl() -> list[str]:
+    """``CREATE TABLE IF NOT EXISTS`` for every table, and the indexes the history and the list read by."""
+    out = []
+    for table, (cols, key) in TABLES.items():
+        typed = [f"{c} {'DOUBLE PRECISION' if c in REAL else 'BIGINT' if c in INTEGER else 'TEXT'}"
+                 + (" NOT NULL" if c in key else "") for c in cols]
+        out.append(f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(typed)}, PRIMARY KEY ({', '.join(key)}))")
+    out.append("CREATE INDEX IF NOT EXISTS runs_study ON runs (study, started)")
+    out.append("CREATE INDEX IF NOT EXISTS claims_claim ON claims (claim)")
+    return out
