@@ -7,6 +7,7 @@ user files the same way.
 
 from __future__ import annotations
 
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,16 @@ from pglab.errors import UserError
 
 MAX_YAML_BYTES = 1 << 20  # a params file or an inventory is a few kB; 1 MiB is surely a wrong file
 SNIFF_BYTES = 8192  # where a NUL byte says "binary"
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # what no quoting keeps on one line: newline, CR, NUL, escape...
+
+
+def one_line(v: str | None) -> str | None:
+    """``v`` if it holds no control character, else ValueError (for pydantic validators): a value that goes into
+    an environment variable, a command's argument, a path or a report must stay one line of text."""
+    bad = CONTROL.search(v) if v is not None else None
+    if bad:
+        raise ValueError(f"{v[:40]!r} holds the control character {bad.group()!r}")
+    return v
 
 
 class FileError(UserError):

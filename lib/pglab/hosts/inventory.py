@@ -17,7 +17,7 @@ from pglab.errors import ParameterError, UserError
 from pglab.hosts.base import Host
 from pglab.hosts.local import LocalHost
 from pglab.hosts.ssh import SSHHost
-from pglab.userfiles import yaml_mapping
+from pglab.userfiles import one_line, yaml_mapping
 
 
 def default_workdir() -> str:
@@ -81,9 +81,7 @@ class HostEntry(BaseModel):
     @field_validator("address", "key_filename", "known_hosts")
     @classmethod
     def _one_line(cls, v: str | None) -> str | None:
-        if v is not None and re.search(r"[\x00-\x1f\x7f]", v):
-            raise ValueError(f"{v[:40]!r} holds a control character")
-        return v
+        return one_line(v)
 
     @model_validator(mode="after")
     def _ssh_needs_address(self) -> HostEntry:

@@ -9,13 +9,13 @@ tables in a dsn or service target's database only when the target says ``disposa
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
 from pglab.errors import UserError
 from pglab.runs.params import not_reserved
+from pglab.userfiles import CONTROL, one_line
 
 Workload = Literal["pgbench", "sysbench"]
 WORKLOADS: tuple[str, ...] = ("pgbench", "sysbench")
@@ -29,7 +29,6 @@ RESERVED = {"port", "listen_addresses", "unix_socket_directories", "unix_socket_
             "ssl_cert_file", "ssl_key_file", "ssl_ca_file", "password_encryption"}
 OWN_CONNECTIONS = 3  # pglab's own sessions on a target during a point: settings/preflight, wait sampler, slack
 DEFAULT_DB = "bench"  # the database pglab creates in a provisioned node
-CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # a newline, NUL, ...: never part of a name, path or label
 
 
 class Provision(BaseModel):
@@ -84,10 +83,7 @@ class TargetSpec(BaseModel):
     @classmethod
     def _one_line(cls, v: str | None) -> str | None:
         """Text that goes into an environment variable, a command's argument or a report: one line of it."""
-        bad = v is not None and CONTROL.search(v)
-        if bad:
-            raise ValueError(f"{v[:40]!r} holds the control character {bad.group()!r}")
-        return v
+        return one_line(v)
 
     @model_validator(mode="after")
     def _database_name(self) -> TargetSpec:
