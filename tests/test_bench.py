@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, pulled_runs, workspaces
+from pglab.studies import STUDIES
 
 SCRIPTS = sorted(p.name for p in (REPO / "bench").glob("*.py") if p.name not in ("common.py", "tiny.py"))
 
@@ -28,6 +29,9 @@ def test_a_tiny_run_prints_its_figures(script: str, tmp_path: Path) -> None:
     extra = []
     if script == "analyze_speed.py":  # it analyzes the shipped run (read only; a fresh clone pulls it first)
         pulled_runs("cloud_providers")
+        extra = ["--data-root", str(REPO / "data")]
+    elif script == "ledger_add.py":  # it copies the five shipped runs' records (a fresh clone pulls them first)
+        pulled_runs(*STUDIES)
         extra = ["--data-root", str(REPO / "data")]
     res = subprocess.run([sys.executable, f"bench/{script}", "--tiny", *extra], cwd=REPO, capture_output=True,
                          text=True, timeout=300)

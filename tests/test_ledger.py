@@ -253,7 +253,7 @@ def test_merging_in_any_order_gives_the_same_ledger(tmp_path: Path, three_ledger
         # the second machine's runs are on their own machine, with their own server build
         r = book.runs(L).set_index("run_id")
         assert r.loc[made["x"].name, "machine_key"] != r.loc[manifest_of("cloud_providers")["run_id"], "machine_key"]
-        assert r.loc[made["x"].name, "machine"].startswith("8 cores, Intel Xeon Gold 6338, 62.75 GiB")
+        assert r.loc[made["x"].name, "machine"].startswith("8 cores, Intel Xeon Gold 6338, 63 GiB")
         assert (r.loc[made["y"].name, "pg_version"], r.loc[made["y"].name, "pg_family"]) == ("16.4", "other")
 
 
@@ -318,9 +318,6 @@ def test_two_clones_adding_the_same_run_merge_into_one_run_and_one_analysis(tmp_
         assert c["points"] == len(pd.read_csv(DERIVED / "synchronous_commit" / "points.csv"))
 
 
-@pytest.mark.xfail(strict=True, reason="book._put_analysis: an analysis with the same digest is 'same' and keeps "
-                                       "the analysed_at already there, so which clone is merged into which decides "
-                                       "the analyses row (the module docstring promises any order gives one ledger)")
 def test_two_clones_merged_either_way_give_one_ledger(tmp_path: Path) -> None:
     one, two = _two_clones(tmp_path)
     shutil.copy(one, tmp_path / "one-into.sqlite")
@@ -442,8 +439,6 @@ def test_sqlite_and_postgresql_answer_alike(postgres: Server, tmp_path: Path, mo
 
 
 @pytest.mark.servers
-@pytest.mark.xfail(strict=True, reason="book.runs selects `a.digest IS NOT NULL AS analysed`: SQLite returns 1/0 "
-                                       "(int64 column), PostgreSQL true/false (bool column)")
 def test_runs_analysed_is_one_type_in_both_engines(postgres: Server, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PGPASSFILE", str(postgres.passfile))
@@ -529,7 +524,7 @@ def test_the_machine_key_ignores_what_moves_between_boots() -> None:
     assert moved["hosts"] != m["hosts"]
     assert rows.machine(moved) == base
     assert rows.run(moved)["machine_key"] == rows.run(m)["machine_key"] == base["machine_key"]
-    assert base["label"] == "2 cores, AMD EPYC, 23.5 GiB, Linux 6.18.44 x86_64"
+    assert base["label"] == "2 cores, AMD EPYC, 24 GiB, Linux 6.18.44 x86_64"
 
     for change in ({"cores": 4}, {"cpu_model": "Intel Xeon"}, {"mem_total_kb": 2 * 24684084},
                    {"kernel": "Linux 6.19.2-fc-v669 x86_64"}, {"os": "Debian GNU/Linux 13 (trixie)"},
@@ -560,19 +555,15 @@ def test_postgres_build_without_tools() -> None:
     assert rows.postgres_build({"tools": None}) == (None, None)
 
 
-# -- known bugs (strict xfail: each passes once fixed, and then its marker goes) ------------------------------
+# -- what the first version got wrong -----------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="backend._postgres_url checks only the URL's userinfo: a password in the query "
-                                       "string (?password=...) is taken, and shown in the 'cannot connect' message")
 def test_a_password_in_the_query_string_is_refused_too() -> None:
     with pytest.raises(UserError) as exc:
         Ledger("postgresql://ledger@127.0.0.1:1/ledger?password=Sup3rSecret")
     assert "Sup3rSecret" not in str(exc.value)
 
 
-@pytest.mark.xfail(strict=True, reason="rows.machine keys a machine by its hosts' facts without their names, but its "
-                                       "facts column keeps the names: the first ledger merged decides the row")
 def test_one_machine_class_under_two_host_names_merges_in_any_order(tmp_path: Path) -> None:
     other = second_machine_run(tmp_path, "cloud_providers", "20261201T000000Z-ffff06",
                                host=manifest_of("cloud_providers")["hosts"]["local"])
@@ -590,8 +581,6 @@ def test_one_machine_class_under_two_host_names_merges_in_any_order(tmp_path: Pa
     assert one == two
 
 
-@pytest.mark.xfail(strict=True, reason="rows.machine rounds MemTotal to a quarter GiB: two boots a few KiB apart on "
-                                       "either side of an eighth (7.625 GiB = 7995392 KiB) are two machine classes")
 def test_a_few_kib_of_memory_at_a_rounding_edge_is_one_machine() -> None:
     m = manifest_of("cloud_providers")
     keys = set()
@@ -603,9 +592,6 @@ def test_a_few_kib_of_memory_at_a_rounding_edge_is_one_machine() -> None:
     assert len(keys) == 1
 
 
-@pytest.mark.xfail(strict=True, reason="rows.points/claims read a missing points.csv/comparison.csv as no rows: a "
-                                       "mistyped analysis folder is an empty, newer analysis that deletes the run's "
-                                       "points and claims")
 def test_a_missing_analysis_folder_does_not_wipe_the_analysis(tmp_path: Path) -> None:
     with open_sqlite(tmp_path / "ledger.sqlite") as L:
         book.add(L, RAW / "cloud_providers", DERIVED / "cloud_providers", analysed_at=T1)

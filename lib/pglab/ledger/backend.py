@@ -29,8 +29,16 @@ def location(url: str | None = None, data_root: str | Path = "data") -> str:
 
 
 def _postgres_url(url: str) -> str:
+    """``url`` if it names no password, in its user part or its query string (libpq reads both)."""
+    from psycopg.conninfo import conninfo_to_dict
+
     parts = urlsplit(url)
-    if parts.password is not None:
+    try:
+        given = conninfo_to_dict(url)
+    except Exception:  # noqa: BLE001 - libpq's message would quote the URL, password and all
+        raise UserError(f"ledger {parts.scheme}://{parts.hostname or ''}/...: not a PostgreSQL URL libpq reads") \
+            from None
+    if parts.password is not None or "password" in given:
         raise UserError(f"ledger {parts.scheme}://{parts.hostname or ''}/...: the URL holds a password; put it in "
                         "~/.pgpass (or a file named by PGPASSFILE) instead, so that it never appears in a command")
     return url
@@ -39,8 +47,8 @@ def _postgres_url(url: str) -> str:
 class Ledger:
     """An open connection and its dialect; use as a context manager (commits, or rolls back on error)."""
 
-    def __init__(self, url: str | None = None, data_root: str | Path = "data"):
-        self.url = location(url, data_root)
+    def __init__(self, url: str | Path | None = None, data_root: str | Path = "data"):
+        self.url = location(str(url) if url is not None else None, data_root)
         if self.url.startswith(("postgresql://", "postgres://")):
             import psycopg
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from pglab.errors import UserError
 from pglab.ledger import rows
 from pglab.ledger.backend import Ledger, location
 from pglab.ledger.schema import TABLES
@@ -51,15 +52,25 @@ def add_analysis(ledger: Ledger, run_id: str, derived: str | Path, *, analysed_a
                  code_revision: str | None = None) -> str:
     """The points and claims of the analysis in ``derived`` (``points.csv``, ``comparison.csv``) for a run the
     ledger has: ``added``, ``same`` (that analysis is there already) or ``older`` (a newer one is kept)."""
-    p, c = rows.points(run_id, Path(derived)), rows.claims(run_id, Path(derived))
+    derived = Path(derived)
+    if not (derived / "comparison.csv").is_file():  # a misspelt folder must not read as an empty analysis
+        raise UserError(f"{derived}: not an analysis of a run (no comparison.csv); nothing was added")
+    p, c = rows.points(run_id, derived), rows.claims(run_id, derived)
     return _put_analysis(ledger, {"run_id": run_id, "digest": rows.digest(p, c), "analysed_at": analysed_at or _now(),
                                   "code_revision": code_revision, "n_points": len(p), "n_claims": len(c)}, p, c)
 
 
-def _put_analysis(ledger: Ledger, analysis: dict[str, Any], p: list[dict[str, Any]], c: list[dict[str, Any]]) -> str:
+def _put_analysis(ledger: Ledger, analysis: dict[str, Any], p: list[dict[str, Any]], c: list[dict[str, Any]],
+                  merging: bool = False) -> str:
+    """The analysis, unless the ledger has the same one or a newer one. Merging, the same analysis made at two
+    times keeps the later time (and revision), so that two ledgers merge to one result in either order."""
     run_id = analysis["run_id"]
-    old = ledger.query("SELECT digest, analysed_at FROM analyses WHERE run_id = ?", (run_id,))
+    old = ledger.query("SELECT digest, analysed_at, code_revision FROM analyses WHERE run_id = ?", (run_id,))
     if old and old[0][0] == analysis["digest"]:
+        mine, theirs = (old[0][1], old[0][2] or ""), (analysis["analysed_at"], analysis["code_revision"] or "")
+        if merging and theirs > mine:
+            ledger.execute("UPDATE analyses SET analysed_at = ?, code_revision = ? WHERE run_id = ?",
+                           (analysis["analysed_at"], analysis["code_revision"], run_id))
         return "same"
     if old and (old[0][1], old[0][0]) > (analysis["analysed_at"], analysis["digest"]):
         return "older"
@@ -103,7 +114,7 @@ def merge(into: Ledger, other: Ledger) -> dict[str, int]:
         for a in _records(other, "SELECT * FROM analyses"):
             p = _records(other, "SELECT * FROM points WHERE run_id = ?", (a["run_id"],))
             c = _records(other, "SELECT * FROM claims WHERE run_id = ?", (a["run_id"],))
-            counts["analyses"] += _put_analysis(into, a, p, c) == "added"
+            counts["analyses"] += _put_analysis(into, a, p, c, merging=True) == "added"
     return counts
 
 
@@ -130,8 +141,8 @@ def frame(ledger: Ledger, sql: str, params: tuple[Any, ...] = ()) -> pd.DataFram
 def runs(ledger: Ledger, study: str | None = None) -> pd.DataFrame:
     """One row per run, oldest first, with its machine's label and whether it has an analysis."""
     where = "WHERE r.study = ?" if study else ""
-    return frame(ledger, "SELECT r.*, m.label AS machine, a.digest IS NOT NULL AS analysed, a.n_claims "
-                         "FROM runs r LEFT JOIN machines m USING (machine_key) LEFT JOIN analyses a USING (run_id) "
+    return frame(ledger, "SELECT r.*, m.label AS machine, CASE WHEN a.digest IS NULL THEN 0 ELSE 1 END AS analysed, "
+                         "a.n_claims FROM runs r LEFT JOIN machines m USING (machine_key) LEFT JOIN analyses a USING (run_id) "
                          f"{where} ORDER BY r.started, r.run_id", (study,) if study else ())
 
 

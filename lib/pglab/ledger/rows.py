@@ -1,10 +1,12 @@
 """A run record and its analysis as ledger rows: what a run is, the machine it ran on, its points and claims.
 
 The comparability key is the machine class ``pglab compare`` accepts as one: per host its cores, CPU model,
-memory (to a quarter GiB: MemTotal moves by a few KiB between boots), kernel release (without a VM's build
-suffix), OS and disk (device and size, not free space). Two runs with the same key and PostgreSQL build are
-comparable; the machine id and hostname are kept beside it but are no part of it (two VMs of one type are
-one class).
+memory (the nominal size: MemTotal rounded up to a whole GiB, since the kernel reserves a few hundred MB below
+it and MemTotal moves by a few KiB between boots), kernel release (without a VM's build suffix), OS and disk
+(device and size, not free space); the hosts' names are no part of it (``local`` in one run is ``db1`` in
+another), and several hosts' facts are taken in a fixed order of their own. Two runs with the same key and
+PostgreSQL build are comparable; the machine id and hostname are no part of it (two VMs of one type are one
+class).
 """
 
 from __future__ import annotations
@@ -56,15 +58,16 @@ def _kernel(value: Any) -> Any:
 def machine(manifest: dict[str, Any]) -> dict[str, Any]:
     """The machines row of a run: its comparability key, a label a person reads, and the class facts."""
     hosts = manifest.get("hosts") or {}
-    facts = {}
-    for name in sorted(hosts):
-        h = hosts[name] or {}
+    classes = []
+    for h in hosts.values():
+        h = h or {}
         mem = h.get("mem_total_kb")
-        facts[name] = {"cores": h.get("cores"), "cpu_model": h.get("cpu_model"),
-                       "mem_gib": round(mem / 1048576 * 4) / 4 if isinstance(mem, (int, float)) else None,
-                       "kernel": _kernel(h.get("kernel")), "os": h.get("os"), "disk": _disk(h.get("disk_tmp"))}
-    key = hashlib.sha256(_canonical(list(facts.values())).encode()).hexdigest()[:12]
-    first = next(iter(facts.values()), {})
+        classes.append({"cores": h.get("cores"), "cpu_model": h.get("cpu_model"),
+                        "mem_gib": math.ceil(mem / 1048576) if isinstance(mem, (int, float)) and mem > 0 else None,
+                        "kernel": _kernel(h.get("kernel")), "os": h.get("os"), "disk": _disk(h.get("disk_tmp"))})
+    facts = sorted(classes, key=_canonical)
+    key = hashlib.sha256(_canonical(facts).encode()).hexdigest()[:12]
+    first = facts[0] if facts else {}
     n = len(facts)
     label = (f"{n} hosts: " if n > 1 else "") + ", ".join(str(x) for x in (
         f"{first.get('cores')} cores" if first.get("cores") else None, first.get("cpu_model"),
