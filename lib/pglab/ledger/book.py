@@ -142,8 +142,8 @@ def runs(ledger: Ledger, study: str | None = None) -> pd.DataFrame:
     """One row per run, oldest first, with its machine's label and whether it has an analysis."""
     where = "WHERE r.study = ?" if study else ""
     return frame(ledger, "SELECT r.*, m.label AS machine, CASE WHEN a.digest IS NULL THEN 0 ELSE 1 END AS analysed, "
-                         "a.n_claims FROM runs r LEFT JOIN machines m USING (machine_key) LEFT JOIN analyses a USING (run_id) "
-                         f"{where} ORDER BY r.started, r.run_id", (study,) if study else ())
+                         "a.n_claims FROM runs r LEFT JOIN machines m USING (machine_key) "
+                         f"LEFT JOIN analyses a USING (run_id) {where} ORDER BY r.started, r.run_id", (study,) if study else ())
 
 
 def claims(ledger: Ledger, study: str | None = None) -> pd.DataFrame:
