@@ -143,7 +143,8 @@ def runs(ledger: Ledger, study: str | None = None) -> pd.DataFrame:
     where = "WHERE r.study = ?" if study else ""
     return frame(ledger, "SELECT r.*, m.label AS machine, CASE WHEN a.digest IS NULL THEN 0 ELSE 1 END AS analysed, "
                          "a.n_claims FROM runs r LEFT JOIN machines m USING (machine_key) "
-                         f"LEFT JOIN analyses a USING (run_id) {where} ORDER BY r.started, r.run_id", (study,) if study else ())
+                         f"LEFT JOIN analyses a USING (run_id) {where} ORDER BY r.started, r.run_id",
+                 (study,) if study else ())
 
 
 def claims(ledger: Ledger, study: str | None = None) -> pd.DataFrame:
