@@ -599,3 +599,23 @@ def test_a_missing_analysis_folder_does_not_wipe_the_analysis(tmp_path: Path) ->
         with contextlib.suppress(UserError, OSError, ValueError):
             book.add(L, RAW / "cloud_providers", tmp_path / "no-such-folder", analysed_at=T2)
         assert dump(L) == before
+
+
+def test_rebuild_makes_the_same_ledger_from_the_run_folders(tmp_path: Path) -> None:
+    """``pglab ledger rebuild``: archived runs (one analysed by hand, one not) give the ledger that adding them
+    one by one gave, the unanalysed one analysed now; the old file is replaced only when the new one is whole."""
+    from pglab.app.cli import main
+
+    data = tmp_path / "data"
+    run = data / "runs" / "cloud_providers" / manifest_of("cloud_providers")["run_id"]
+    shutil.copytree(RAW / "cloud_providers", run)
+    target = tmp_path / "team.sqlite"
+    with open_sqlite(target) as L:
+        book.add(L, run, REPO / "data" / "derived" / "cloud_providers")
+        before = {t: dump(L)[t] for t in ("runs", "machines", "claims", "points")}
+    assert main(["ledger", "rebuild", "--ledger", str(target), "--data-root", str(data),
+                 "--remote", str(tmp_path / "no-remote")]) == 0
+    with open_sqlite(target) as L:
+        after = dump(L)
+    assert {t: after[t] for t in before} == before  # today's analysis of the run is the shipped one
+    assert not list(tmp_path.glob("*.rebuilding"))

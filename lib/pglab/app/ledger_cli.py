@@ -9,6 +9,7 @@ holds is never a run's only copy (the run folder is), so it can be rebuilt from 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,8 @@ import pandas as pd
 from pglab.app.comparable import find_run
 from pglab.app.spread import MIXED, OPPOSITE, STABLE, format_table, spread_table
 from pglab.errors import UserError
-from pglab.ledger import book, shipped
-from pglab.ledger.backend import ENV, Ledger, location
+from pglab.ledger import book, rows, shipped
+from pglab.ledger.backend import ENV, Ledger, location, sqlite_path
 from pglab.runs.record import MANIFEST, RUN_FOLDER, ManifestError
 from pglab.runs.store import git_revision
 from pglab.studies import STUDIES
@@ -163,6 +164,50 @@ def cmd_import(a: argparse.Namespace, ledger: Ledger) -> int:
     return 0
 
 
+def _fill(ledger: Ledger, a: argparse.Namespace) -> None:
+    """What a rebuild puts in a ledger: the DVC remote's runs, the pipeline's with their analyses, every archived
+    run (each without an analysis analysed now by this checkout's code)."""
+    root, remote = Path(a.data_root), Path(a.remote)
+    if (remote / "files" / "md5").is_dir():
+        cmd_import(argparse.Namespace(remote=remote, reference=a.reference, reanalyse=False), ledger)
+    shipped.add_pipeline(ledger, root, root.parent / "dvc.lock")
+    runs = archived(root)
+    revision = git_revision()
+    for i, run in enumerate(runs, 1):
+        try:
+            added = book.add(ledger, run)
+        except ManifestError as exc:
+            print(f"[{i}/{len(runs)}] skipped {exc}", file=sys.stderr)
+            continue
+        if not ledger.query("SELECT 1 FROM analyses WHERE run_id = ?", (added["run_id"],)):
+            manifest = rows.from_folder(run)
+            print(f"[{i}/{len(runs)}] {added['study']} {added['run_id']}: "
+                  f"{shipped.analyse(ledger, run, manifest, a.reference, revision)}", flush=True)
+
+
+def cmd_rebuild(a: argparse.Namespace) -> int:
+    """A ledger made anew from the run records: a SQLite file is built beside the old one and replaces it only
+    when complete; a PostgreSQL ledger is rebuilt into an empty database (point ``PGLAB_LEDGER`` at it)."""
+    target = location(a.ledger, a.data_root)
+    if target.startswith(("postgresql://", "postgres://")):
+        with Ledger(target) as ledger:
+            if ledger.query("SELECT COUNT(*) FROM runs")[0][0]:
+                raise UserError(f"{ledger.shown} holds runs: rebuild into an empty database, then point "
+                                f"${ENV} at it")
+            _fill(ledger, a)
+        print(f"rebuilt {target}")
+        return 0
+    path = sqlite_path(target)
+    scratch = path.with_name(path.name + ".rebuilding")
+    scratch.unlink(missing_ok=True)
+    with Ledger(str(scratch)) as ledger:
+        _fill(ledger, a)
+        n = ledger.query("SELECT COUNT(*) FROM runs")[0][0]
+    os.replace(scratch, path)
+    print(f"rebuilt {path}: {n} runs")
+    return 0
+
+
 def cmd_history(a: argparse.Namespace, ledger: Ledger) -> int:
     from pglab.app.history import write
 
@@ -177,7 +222,7 @@ def cmd_ledger(a: argparse.Namespace) -> int:
 
 def add_parser(sub: Any, data_root_help: str, reference_help: str) -> None:
     g = sub.add_parser("ledger", help="every run of every study in one store (SQLite, or PostgreSQL for a team): "
-                                      "add, list, show, compare, merge, import-dvc, history")
+                                      "add, list, show, compare, merge, import-dvc, rebuild, history")
     lsub = g.add_subparsers(dest="ledger_command", required=True)
 
     def command(name: str, func: Any, help: str) -> argparse.ArgumentParser:
@@ -207,5 +252,10 @@ def add_parser(sub: Any, data_root_help: str, reference_help: str) -> None:
     p.add_argument("--remote", default="data/dvc-remote", help="the DVC remote's folder (default data/dvc-remote)")
     p.add_argument("--reference", default="data/reference", help=reference_help)
     p.add_argument("--reanalyse", action="store_true", help="also runs the ledger holds an analysis of")
+    p = command("rebuild", cmd_ledger, "a ledger made anew from the run records: the DVC remote's runs, the "
+                                       "pipeline's, every archived run (analysed now where it has no analysis)")
+    p.set_defaults(func=cmd_rebuild)
+    p.add_argument("--remote", default="data/dvc-remote", help="the DVC remote's folder (default data/dvc-remote)")
+    p.add_argument("--reference", default="data/reference", help=reference_help)
     p = command("history", cmd_history, "reports/history.html: per claim every run's value and interval over time")
     p.add_argument("--out", default="reports/history.html", help="the page to write (default reports/history.html)")

@@ -28,6 +28,11 @@ def location(url: str | None = None, data_root: str | Path = "data") -> str:
     return url or os.environ.get(ENV) or str(Path(data_root) / "ledger.sqlite")
 
 
+def sqlite_path(url: str) -> Path:
+    """The file a SQLite location names (a path, ``sqlite:///abs/path`` or ``sqlite:rel/path``)."""
+    return Path(url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else url.removeprefix("sqlite:"))
+
+
 def _postgres_url(url: str) -> str:
     """``url`` if it names no password, in its user part or its query string (libpq reads both)."""
     from psycopg.conninfo import conninfo_to_dict
@@ -58,8 +63,7 @@ class Ledger:
                 raise UserError(f"ledger {self.shown}: cannot connect ({str(exc).strip().splitlines()[0]})") from None
             self.kind = "postgresql"
         else:
-            path = Path(self.url.removeprefix("sqlite:///") if self.url.startswith("sqlite:///")
-                        else self.url.removeprefix("sqlite:"))
+            path = sqlite_path(self.url)
             if path.is_dir():
                 raise UserError(f"ledger {path}: is a folder, not a SQLite file")
             path.parent.mkdir(parents=True, exist_ok=True)

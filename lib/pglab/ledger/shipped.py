@@ -63,6 +63,20 @@ def materialize(remote: str | Path, dir_hash: str, dest: Path) -> Path:
     return dest
 
 
+def analyse(ledger: Ledger, run: Path, manifest: dict[str, Any], reference: str | Path, revision: str | None) -> str:
+    """The run analysed by this checkout's code in a scratch folder and its analysis added; ``analysed``, or why
+    not (an old format today's analysis cannot read: the run stays in the ledger, unjudged)."""
+    with tempfile.TemporaryDirectory(prefix="pglab-ledger-") as tmp:
+        try:
+            module(manifest["study"], "analyze").analyze(run, Path(tmp) / "derived", Path(tmp) / "figures",
+                                                         Path(reference))
+        except Exception as exc:  # noqa: BLE001 - said, counted, and the other runs go on
+            return f"not analysed ({type(exc).__name__}: {exc})"
+        with ledger.transaction():
+            book.add_analysis(ledger, manifest["run_id"], Path(tmp) / "derived", code_revision=revision)
+    return "analysed"
+
+
 def import_remote(ledger: Ledger, remote: str | Path = "data/dvc-remote", reference: str | Path = "data/reference",
                   *, reanalyse: bool = False, report: Callable[[str], None] = print) -> dict[str, int]:
     """Every run of the DVC remote, analysed by this checkout's code, into ``ledger``. A run the ledger already
@@ -73,23 +87,15 @@ def import_remote(ledger: Ledger, remote: str | Path = "data/dvc-remote", refere
     found = list(remote_runs(remote))
     for i, (dir_hash, manifest) in enumerate(found, 1):
         counts["runs"] += 1
-        run_id, study = manifest["run_id"], manifest["study"]
+        run_id = manifest["run_id"]
         with ledger.transaction():
             counts["new"] += book.add_run(ledger, manifest, dvc_hash=dir_hash)
         if not reanalyse and ledger.query("SELECT 1 FROM analyses WHERE run_id = ?", (run_id,)):
             continue
         with tempfile.TemporaryDirectory(prefix="pglab-ledger-") as tmp:
-            run = materialize(remote, dir_hash, Path(tmp) / run_id)
-            try:
-                module(study, "analyze").analyze(run, Path(tmp) / "derived", Path(tmp) / "figures", Path(reference))
-            except Exception as exc:  # an old format today's analysis cannot read: the run stays, unjudged
-                counts["unreadable"] += 1
-                report(f"[{i}/{len(found)}] {study} {run_id}: not analysed ({type(exc).__name__}: {exc})")
-                continue
-            with ledger.transaction():
-                book.add_analysis(ledger, run_id, Path(tmp) / "derived", code_revision=revision)
-        counts["analysed"] += 1
-        report(f"[{i}/{len(found)}] {study} {run_id}: analysed")
+            said = analyse(ledger, materialize(remote, dir_hash, Path(tmp) / run_id), manifest, reference, revision)
+        counts["analysed" if said == "analysed" else "unreadable"] += 1
+        report(f"[{i}/{len(found)}] {manifest['study']} {run_id}: {said}")
     return counts
 
 
