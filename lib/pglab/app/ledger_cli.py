@@ -85,6 +85,7 @@ def cmd_list(a: argparse.Namespace, ledger: Ledger) -> int:
 def cmd_show(a: argparse.Namespace, ledger: Ledger) -> int:
     run_id = _find(ledger, a.run)
     r = book.runs(ledger).set_index("run_id").loc[run_id]
+    print(f"{'run':16} {run_id}")
     for k in ("study", "profile", "status", "started", "ended", "wall_s", "measuring_share", "own_cpu_s", "seed",
               "blocks", "points_total", "points_failed", "machine", "machine_key", "pg_version", "pg_family",
               "git_revision", "dvc_hash"):

@@ -1,0 +1,73 @@
+"""``pglab ledger`` as a user runs it: list, show, compare, merge, and the refusals (exit 2, one line)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import REPO, pulled_runs
+from pglab.app.cli import main
+from pglab.ledger import book
+from pglab.ledger.backend import Ledger
+from pglab.studies import STUDIES
+
+RAW, DERIVED = REPO / "data" / "raw", REPO / "data" / "derived"
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Path:
+    """The five pipeline runs, and a second run of fdw_overhead on another machine class with PostgreSQL 16."""
+    pulled_runs(*STUDIES)
+    path = tmp_path / "l.sqlite"
+    other = tmp_path / "20261201T000000Z-abc123"
+    shutil.copytree(RAW / "fdw_overhead", other)
+    m = json.loads((other / "manifest.json").read_text())
+    m["run_id"] = other.name
+    m["start"] = "2026-12-01T00:00:00+00:00"
+    for h in m["hosts"].values():
+        h["cores"] = 16
+    m["tools"]["postgres"] = "postgres (PostgreSQL) 16.4"
+    (other / "manifest.json").write_text(json.dumps(m))
+    with Ledger(path) as L:
+        for s in STUDIES:
+            book.add(L, RAW / s, DERIVED / s)
+        book.add(L, other, DERIVED / "fdw_overhead")
+    return path
+
+
+def test_list_show_and_compare(ledger: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ledger", "list", "--ledger", str(ledger)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") >= 6 and "16.4 other" in out and "15.18 Debian" in out and "16 cores" in out
+    fdw = json.loads((RAW / "fdw_overhead" / "manifest.json").read_text())["run_id"]
+    assert main(["ledger", "show", fdw.split("-")[-1], "--ledger", str(ledger)]) == 0
+    out = capsys.readouterr().out
+    assert fdw[-6:] in out and "RW through postgres_fdw" in out and "dvc_hash" in out
+    assert main(["ledger", "compare", "fdw_overhead", "--ledger", str(ledger)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("== 1 run of fdw_overhead") == 2 and "never pooled" in out  # two classes, shown apart
+    assert main(["ledger", "compare", "fdw_overhead", "--pg", "16.4", "--ledger", str(ledger)]) == 0
+    assert "never pooled" not in capsys.readouterr().out
+
+
+def test_merge_twice_adds_once(ledger: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    mine = tmp_path / "mine.sqlite"
+    assert main(["ledger", "merge", str(ledger), "--ledger", str(mine)]) == 0
+    assert "6 new runs, 6 analyses" in capsys.readouterr().out
+    assert main(["ledger", "merge", str(ledger), "--ledger", str(mine)]) == 0
+    assert "0 new runs, 0 analyses" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["show", "nosuch"], "no run"),
+    (["compare", "synchronous_commit", "--pg", "9.6"], "no analysed run"),
+    (["merge", "postgresql://me:s3cret@127.0.0.1/x"], "holds a password"),
+    (["add", str(REPO)], "not a run folder"),
+])
+def test_refusals_are_one_line_and_exit_2(ledger: Path, args: list[str], says: str,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ledger", *args, "--ledger", str(ledger)]) == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err and "s3cret" not in err
