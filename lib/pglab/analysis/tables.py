@@ -94,14 +94,15 @@ def caption(summary: pd.DataFrame, method: str = "ci_method", n: str = "n", unit
 
 # -- latency and stalls -------------------------------------------------------------------------------
 def latency_table(run_dir: Path, points: pd.DataFrame, by: Sequence[str], folder: str = "txlog") -> pd.DataFrame:
-    """Latency percentiles over every transaction of every point of a group, merged from ``-l`` logs."""
+    """Latency percentiles over every transaction of every point of a group, merged from ``-l`` logs or, for a
+    run thinned at collect, their histograms (within 0.05%)."""
+    from pglab.parsers.txlog import latency_sources, merged_percentiles
+
     rows = []
     for key, g in points[points["copy"] == 1].groupby(list(by), sort=True):
-        paths = sorted(str(f) for p in g.point for f in (Path(run_dir) / p / folder).glob("pgbench_log*"))
+        paths = sorted(str(f) for p in g.point for f in latency_sources(Path(run_dir) / p / folder))
         if not paths:
             continue
-        from pglab.parsers.txlog import merged_percentiles
-
         pct = merged_percentiles(paths, qs=(50, 95, 99))
         rows.append({**dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True)),
                      "p50_ms": pct.get(50), "p95_ms": pct.get(95), "p99_ms": pct.get(99),

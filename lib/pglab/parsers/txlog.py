@@ -9,6 +9,11 @@ percentiles, min, max and mean are wanted, else 8 bytes each (a quarter of the f
 and a tenth of the file's size in memory on a 2-core machine when nothing else runs, up to 8x when
 other work shares the cores (see bench/parse_speed.py).
 
+Thinned runs: from issue 34 on, collect keeps a latency histogram per point folder instead of the full
+logs (``pglab.workloads.txlog_thin``); :func:`latency_sources` says what a folder holds, and
+:func:`merged_percentiles` reads either form (the percentiles of histograms are within 0.05% of the exact
+ones; those of full logs alone stay exact).
+
 Versions: 15+ write ``failed``/``serialization``/``deadlock`` in the time column of failed transactions
 and a retries column when ``--max-tries`` != 1.
 """
@@ -28,8 +33,9 @@ import numpy as np
 from pglab.errors import ParseError
 from pglab.parsers import txlog_kernel, txlog_parts
 from pglab.parsers.txlog_chunks import lines_before, map_file, mapped_chunks, read_chunks
-from pglab.parsers.txlog_latencies import Latencies
+from pglab.parsers.txlog_latencies import Latencies, _order_percentiles
 from pglab.parsers.txlog_readers import TxLogScan, scan_chunk_arrow, scan_chunk_compiled, scan_lines
+from pglab.workloads.txlog_thin import HISTOGRAM, Histogram
 
 #: Bytes read (or scanned, of a mapped file) at a time. Memory: the chunk, its parsed columns when pyarrow
 #: reads it (about as much again) and the latencies kept so far: in file order, 8 bytes per successful
@@ -189,16 +195,55 @@ def transaction_latencies_ms(path_or_paths: str | os.PathLike[str] | Iterable[st
 def merged_percentiles(arrays_or_paths: LatencySource | Iterable[LatencySource],
                        qs: Sequence[float] = (50, 95, 99), chunk_bytes: int = CHUNK_BYTES,
                        ) -> dict[object, float | int | None]:
-    """Exact percentiles over every successful transaction of several logs or latency arrays (ms) merged.
+    """Percentiles over every successful transaction of several logs, latency histograms (``.json``, what
+    collect keeps of a thinned point) or latency arrays (ms) merged.
 
     ``{"n": count, q: value, ...}``, interpolated as :func:`~pglab.parsers.txlog_latencies.percentile` does
-    (numpy's default method); values are None when there is no transaction. The latencies of logs are
-    counted in histograms (whole microseconds below 4.2 s), the others merged into one array and
-    partitioned, nothing sorted: the values of partitioning them all.
+    (numpy's default method); values are None when there is no transaction. Without a histogram they are
+    exact: the latencies of logs are counted in histograms (whole microseconds below 4.2 s), the others
+    merged into one array and partitioned, nothing sorted. With one, every input is counted in its buckets
+    (:func:`merged_histogram`) and a percentile is within 0.05% of the exact one (exact below 2.048 ms).
     """
     items = _items(arrays_or_paths)
+    if any(_is_histogram(x) for x in items):
+        h = merged_histogram(items, chunk_bytes)
+        pct, _, _ = _order_percentiles(h.count, lambda ranks: {k: v / 1000.0 for k, v in h.values_at(ranks).items()},
+                                       qs)
+        return {"n": h.count, **dict(zip(qs, pct, strict=True))}
     lat = Latencies(_sizes(items), counted=True)
     _merge_into(lat, items, chunk_bytes)
     n = len(lat)
     pct, _, _ = lat.percentiles(qs)
     return {"n": n, **dict(zip(qs, pct, strict=True))}
+
+
+def _is_histogram(item: LatencySource) -> bool:
+    return not isinstance(item, np.ndarray) and str(item).endswith(".json")
+
+
+def merged_histogram(items: Iterable[LatencySource], chunk_bytes: int = CHUNK_BYTES) -> Histogram:
+    """One latency histogram of histograms, logs (read as :func:`transaction_latencies_ms` does) and arrays
+    of ms (rounded to whole microseconds, as pgbench logs them) merged; a file that is neither is refused
+    with a ParseError naming it."""
+    out = Histogram()
+    for item in _items(items):  # type: ignore[arg-type]
+        if _is_histogram(item):
+            try:
+                out.merge(Histogram.read(item))  # type: ignore[arg-type]
+            except ValueError as exc:
+                raise ParseError(f"{item}: {exc}") from None
+            continue
+        ms = np.asarray(item, dtype=np.float64).ravel() if isinstance(item, np.ndarray) else \
+            transaction_latencies_ms(item, chunk_bytes)  # type: ignore[arg-type]
+        if not np.isfinite(ms).all():
+            raise ValueError("latencies must be finite")
+        out.add_us(np.rint(ms * 1000.0).astype(np.int64))
+    return out
+
+
+def latency_sources(folder: str | os.PathLike[str]) -> list[Path]:
+    """What a point's log folder holds for latencies: its histogram (a run thinned at collect, or a folder
+    being thinned: the histogram is complete before a log is removed), else its full logs, sorted."""
+    d = Path(folder)
+    h = d / HISTOGRAM
+    return [h] if h.is_file() else sorted(d.glob("pgbench_log*"))

@@ -16,6 +16,7 @@ from pglab.nodes.node import Node
 from pglab.nodes.target import Target
 from pglab.nodes.topology import Client
 from pglab.runs.store import Point
+from pglab.workloads import txlog_thin
 
 
 def pgbench_argv(node: Node | Client, dbname: str, *, clients: int = 1, jobs: int | None = None,
@@ -117,19 +118,17 @@ def txlog_args(point: Point, node: Node, client: Client | None = None, prefix: s
 
 
 def fetch_txlogs(point: Point, node: Node, remote: str, client: Client | None = None, prefix: str = "") -> list[str]:
-    """Copy pgbench's log files (one per thread) into the point folder gzipped, then remove them there."""
-    import gzip
-    import shutil
-
+    """Copy pgbench's log files (one per thread) into the point folder, remove them on the client, and thin
+    them there (``txlog_thin``): a latency histogram and a 1-in-100 sample of their lines replace them, and
+    the point's meta says what was kept (``txlog_kept``: per folder, the full logs' lines and bytes). The
+    names of the files kept are returned."""
     c = client or Client.on_node_host(node)
     names = [n for n in c.host.run(["ls", "-1", remote], check=False).stdout.split() if n.startswith("pgbench_log")]
     dest = point.dir / (TXLOG_DIR + (f"_{prefix.rstrip('_')}" if prefix else ""))
     dest.mkdir(exist_ok=True)
     for name in names:
-        local = dest / name
-        c.host.get(f"{remote}/{name}", local, mode=0o644)
-        with open(local, "rb") as src, gzip.open(f"{local}.gz", "wb", compresslevel=1) as gz:  # 4x cheaper than 6
-            shutil.copyfileobj(src, gz)
-        local.unlink()
+        c.host.get(f"{remote}/{name}", dest / name, mode=0o644)
     c.host.remove_tree(remote)
-    return sorted(f"{n}.gz" for n in names)
+    kept, record = txlog_thin.thin(dest, [dest / n for n in names])
+    point.meta.setdefault("txlog_kept", {})[dest.name] = record
+    return kept
