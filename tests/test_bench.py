@@ -19,7 +19,8 @@ SCRIPTS = sorted(p.name for p in (REPO / "bench").glob("*.py") if p.name not in 
 
 def test_every_bench_script_is_here() -> None:
     assert {"parse_speed.py", "parse_command.py", "analyze_speed.py", "harness_overhead.py",
-            "lag_sampler_overhead.py", "wait_sampler_cost.py", "tsbs_loader.py", "ledger_add.py"} <= set(SCRIPTS)
+            "lag_sampler_overhead.py", "wait_sampler_cost.py", "tsbs_loader.py", "ledger_add.py",
+            "raw_size.py"} <= set(SCRIPTS)
 
 
 @pytest.mark.servers
@@ -31,6 +32,9 @@ def test_a_tiny_run_prints_its_figures(script: str, tmp_path: Path) -> None:
         pulled_runs("cloud_providers")
         extra = ["--data-root", str(REPO / "data")]
     elif script == "ledger_add.py":  # it copies the five shipped runs' records (a fresh clone pulls them first)
+        pulled_runs(*STUDIES)
+        extra = ["--data-root", str(REPO / "data")]
+    elif script == "raw_size.py":  # it sizes the five shipped runs' raw files (read only; thinned in a temp copy)
         pulled_runs(*STUDIES)
         extra = ["--data-root", str(REPO / "data")]
     res = subprocess.run([sys.executable, f"bench/{script}", "--tiny", *extra], cwd=REPO, capture_output=True,
