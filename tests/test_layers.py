@@ -3,18 +3,26 @@
 A module's layer is its folder under lib/pglab (``errors.py`` and ``userfiles.py``, how a user's file
 is read, are the base every layer may use). The
 rule covers every static import, inside functions and under TYPE_CHECKING too: a lazy import upwards
-is still a dependency upwards (and would make a DVC stage depend on code it should not).
+is still a dependency upwards (and would make a DVC stage depend on code it should not). Two more rules keep
+the import graph the whole truth, which dvc.yaml is generated from (``python -m pglab.app.pipeline``): no study
+imports another, and no module imports by string (``importlib.import_module``, ``__import__``) but the studies'
+registry, ``pglab/studies/__init__.py``, whose two such imports the pipeline knows.
 """
 
 from __future__ import annotations
 
-import pytest
-from modgraph import LIB, direct_imports, modules
+import ast
+from pathlib import Path
 
-# lowest first; a module may import from its own layer and from any layer before it
-LAYERS = ("errors", "hosts", "nodes", "replication", "runs", "workloads", "parsers", "analysis", "studies", "ledger",
-          "app")
-BASE = ("errors", "userfiles")  # the two modules of the base layer: what goes wrong, and reading a user's file
+import pytest
+from modgraph import BASE, LAYERS, LIB, direct_imports, modules
+
+# LAYERS, lowest first: a module may import from its own layer and from any layer before it (pglab.app.modgraph,
+# which also lists dvc.yaml's deps in that order); BASE: the two modules of the base layer, what goes wrong and
+# reading a user's file
+REGISTRY = LIB / "pglab" / "studies" / "__init__.py"  # the one module that imports by string
+BY_STRING = {"import_module", "__import__", "spec_from_file_location", "module_from_spec", "exec_module",
+             "load_module", "run_module", "run_path"}
 TOP = ("pglab", "pglab.__main__")  # the package itself and `python -m pglab`: above every layer
 MAX_LINES = 400
 
@@ -86,3 +94,50 @@ def test_no_module_over_400_lines() -> None:
     long = {str(p.relative_to(LIB)): n for p in (LIB / "pglab").rglob("*.py")
             if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+def study_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "studies" else None
+
+
+def test_no_study_imports_another() -> None:
+    """A study is its folder: what two studies share belongs to a lower layer (a study importing another would make
+    the other's edits re-measure it, and its folder no longer the whole of it)."""
+    found = sorted(f"{m} imports {i}" for m in modules() if study_of(m)
+                   for i in direct_imports(m) if study_of(i) and study_of(i) != study_of(m))
+    assert not found, "a study imports another:\n  " + "\n  ".join(found)
+
+
+def imports_by_string(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+            if name in BY_STRING:
+                found.append(f"line {node.lineno}: {name}(...)")
+        elif isinstance(node, ast.ImportFrom) and node.module in ("importlib", "importlib.util", "runpy"):
+            found += [f"line {node.lineno}: from {node.module} import {a.name}"
+                      for a in node.names if a.name in BY_STRING]
+        elif isinstance(node, ast.Import):
+            found += [f"line {node.lineno}: import runpy" for a in node.names if a.name == "runpy"]
+    return found
+
+
+def test_only_the_registry_imports_by_string() -> None:
+    """An import by string is invisible to the import graph, so a DVC stage generated from it would miss the module.
+    The studies' registry is the one place (``module``, ``declaration``), and the pipeline says which parts of a
+    study each stage loads through it."""
+    found = {str(p.relative_to(LIB)): hits for p in sorted((LIB / "pglab").rglob("*.py"))
+             if p != REGISTRY and (hits := imports_by_string(p))}
+    assert not found, f"imports by string outside {REGISTRY.relative_to(LIB)}: {found}"
+    assert imports_by_string(REGISTRY), "the registry's import by string is not seen: the check sees nothing"
+
+
+def test_the_checks_would_fail(tmp_path: Path) -> None:
+    """Each rule catches what it is for: a lazy importlib call, ``__import__``, another study's module."""
+    src = tmp_path / "m.py"
+    src.write_text("def f(name):\n    import importlib\n    return importlib.import_module(name), __import__(name)\n")
+    assert [h.split(": ")[1] for h in imports_by_string(src)] == ["import_module(...)", "__import__(...)"]
+    assert study_of("pglab.studies.fdw_overhead.claims") == "fdw_overhead" and study_of("pglab.studies") is None

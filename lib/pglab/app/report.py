@@ -19,6 +19,7 @@ import argparse
 import html
 import math
 import sys
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,29 +30,32 @@ from pglab.analysis.stats import interval_words
 from pglab.app import report_notebook
 from pglab.app.report_notebook import Notebook
 from pglab.runs import record
-from pglab.studies import STUDIES
+from pglab.studies import STUDIES, declaration
 
 #: the verdict table's columns: the rule and the machine property each verdict rests on sit beside it
 VERDICT_COLUMNS = ("claim", "article", "reproduced", "rule", "verdict", "depends on", "evidence")
-#: each study's question in one sentence: the first line of its report and its row of the index (here, not in
-#: the study's package: every stage of the study imports that, and a collect stage must not re-measure for it)
-QUESTIONS = {
-    "synchronous_commit": (
-        'How much write throughput does each synchronous_commit level cost a primary with one synchronous '
-        "standby, and do the standby's reads suffer when the primary is loaded?"),
-    "logical_replication": (
-        'Which write rate can a subscriber sustain under streaming, built-in logical, pglogical, Slony-I and '
-        'Londiste replication, relative to physical streaming?'),
-    "fdw_overhead": (
-        "How much throughput does reaching pgbench's tables through postgres_fdw cost compared with querying "
-        'them directly, and why?'),
-    "streaming_scale_out": (
-        'What does each streaming replication mode cost time-series inserts on the primary, and how do reads '
-        'scale out over standbys?'),
-    "cloud_providers": (
-        'How do named database targets compare under the AWS pgbench and sysbench procedure the article '
-        'applied to Aurora, RDS and Cloud SQL?'),
-}
+
+
+class _Questions(Mapping[str, str]):
+    """Each study's question in one sentence, from its declaration (``pglab/studies/<study>/declaration.py``): the
+    first line of its report and its row of the index. Read on demand, one study at a time: a study's report reads
+    its own declaration only, so its DVC analyze stage depends on no other study's (and no collect stage imports a
+    declaration: rewording a question re-measures nothing)."""
+
+    def __getitem__(self, study: str) -> str:
+        if study not in STUDIES:
+            raise KeyError(study)
+        return declaration(study).question
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(STUDIES)
+
+    def __len__(self) -> int:
+        return len(STUDIES)
+
+
+QUESTIONS: Mapping[str, str] = _Questions()
+
 _VERDICT_CLASS = {"held": "held", "did not hold": "not", "not resolvable here": "open",
                   "not measurable here": "na"}
 _STYLE = """
