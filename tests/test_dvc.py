@@ -72,6 +72,7 @@ def copy_checkout(dst: Path) -> Path:
         data["profile"] = "smoke"
         data["profiles"]["smoke"].update(SMALLER[study])
         params.write_text(yaml.safe_dump(data, sort_keys=False))
+    sh(dst, "python", "-m", "pglab.app.pipeline")  # collect stages track the active profile's keys: now smoke's
     sh(dst, "git", "init", "-q")
     sh(dst, "git", "add", "-A")
     sh(dst, "git", "commit", "-qm", "copy")
@@ -237,18 +238,20 @@ EDITS = [
     ("lib/pglab/replication/slony.py", {"collect@logical_replication"}),
     ("lib/pglab/workloads/pgbench.py", {"collect@{s}"}),
     ("params/synchronous_commit.yaml", {"collect@synchronous_commit"}),
+    # a collect stage tracks only the active profile of its params file: another profile's edit re-measures nothing
+    ("params/synchronous_commit.yaml:paper", set()),
+    ("params/cloud_providers.yaml:smoke", set()),
 ]
 
 
 @pytest.mark.parametrize(("edited", "expected"), EDITS, ids=[e[0].rsplit("/", 1)[-1] for e in EDITS])
 def test_an_edit_reruns_only_the_stages_that_run_it(pulled: Path, edited: str, expected: set[str]) -> None:
+    edited, _, profile = edited.partition(":")
     path = pulled / edited
     original = path.read_bytes()
     try:
-        if path.suffix == ".yaml":  # a real parameter change of the profile dvc repro runs
-            data = yaml.safe_load(original)
-            data["profiles"][data["profile"]]["seconds"] = data["profiles"][data["profile"]]["seconds"] + 1
-            path.write_text(yaml.safe_dump(data, sort_keys=False))
+        if path.suffix == ".yaml":  # a real parameter change of the profile dvc repro runs (or the one named)
+            edit_profile(path, profile)
         elif path.suffix == ".ipynb":
             nb = json.loads(original)
             nb["cells"].append({"cell_type": "markdown", "id": "edit", "metadata": {}, "source": ["an edit"]})
@@ -260,6 +263,41 @@ def test_an_edit_reruns_only_the_stages_that_run_it(pulled: Path, edited: str, e
         assert set(got) == want, f"editing {edited} changed {sorted(got)}, expected {sorted(want)}"
     finally:
         path.write_bytes(original)
+
+
+def edit_profile(path: Path, profile: str = "") -> None:
+    """A real change of one value of ``profile`` (default: the one the file makes active)."""
+    data = yaml.safe_load(path.read_text())
+    values = data["profiles"][profile or data["profile"]]
+    key = "seconds" if "seconds" in values else "blocks"
+    values[key] = values[key] + 1
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def test_an_edit_to_another_profile_re_measures_nothing(tmp_path: Path) -> None:
+    """The collect stages' params as dvc.yaml writes them, in a scratch DVC project whose commands only make their
+    output: after a repro, an edit to any profile but the active one leaves every stage up to date; an edit to the
+    active one, or a switch of profile, makes its study's collect stage (and only that) out of date."""
+    shutil.copytree(REPO / "params", tmp_path / "params")
+    spec = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]["collect"]
+    do = {k: v for k, v in spec["do"].items() if k != "deps"}  # the params and the output, not the code
+    do["cmd"] = "mkdir -p data/raw/${key} && echo ${key} > data/raw/${key}/run"
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"collect": {**spec, "do": do}}}, sort_keys=False))
+    sh(tmp_path, "git", "init", "-q")
+    sh(tmp_path, "dvc", "init", "-q")
+    sh(tmp_path, "dvc", "repro", "-q")
+    assert changed_stages(tmp_path) == {}
+    for study in STUDIES:
+        data = yaml.safe_load((tmp_path / f"params/{study}.yaml").read_text())
+        for profile in data["profiles"]:
+            if profile != data["profile"]:
+                edit_profile(tmp_path / f"params/{study}.yaml", profile)
+    assert changed_stages(tmp_path) == {}, "an edit to a profile dvc repro does not run re-measures"
+    edit_profile(tmp_path / "params/fdw_overhead.yaml")
+    assert changed_stages(tmp_path) == {"collect@fdw_overhead": ["params/fdw_overhead.yaml"]}
+    path = tmp_path / "params/synchronous_commit.yaml"
+    path.write_text(path.read_text().replace("profile: quick", "profile: paper", 1))
+    assert set(changed_stages(tmp_path)) == {"collect@fdw_overhead", "collect@synchronous_commit"}
 
 
 @pytest.mark.slow

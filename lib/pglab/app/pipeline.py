@@ -1,0 +1,289 @@
+"""``python -m pglab.app.pipeline [--check]``: dvc.yaml, written from the studies' declarations and the import graph.
+
+Why generated: every study had about fourteen hand-padded lines of deps per stage, its tables and figures, its
+plot and its share of the last three stages' deps in dvc.yaml, each to be kept exactly in step with the code.
+Now a stage's ``lib/`` deps are computed: the closure of the modules its command imports
+(``pglab.app.modgraph``), plus what it loads through the studies' registry (``STAGES`` says which parts).
+The studies come from ``pglab.studies.STUDIES``, their tables, figures and plots from their declarations, and
+the params a collect stage tracks from its params file: ``profile``, ``inventory`` and the active profile
+(``profiles.<profile>``), so that an edit to another profile re-measures nothing.
+
+The collect and analyze stages stay ``foreach`` stages, because only ``foreach`` makes the names
+``collect@<study>`` that dvc.lock holds (DVC refuses ``@`` in a plain stage's name), and ``foreach`` cannot
+interpolate a list: so each study's item carries what it needs beyond every study's (``lib1``..., ``table1``...),
+padded to one count with a file it lists anyway (DVC keeps one copy of a repeated dep or output).
+
+``--check`` compares dvc.yaml with what this writes (tests/test_dvc_deps.py); after a change of imports, a
+declaration or a profile, run it without ``--check`` and commit dvc.yaml.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import difflib
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from pglab.app.modgraph import LIB, closure, layer_of, source_imports
+from pglab.runs.params import load_study_file
+from pglab.studies import COMMON_TABLES, STUDIES, declaration
+
+ROOT = LIB.parent
+KEY = "${key}"
+
+
+@dataclass(frozen=True)
+class Runs:
+    """What a stage's commands import: modules by name, parts of its own study and of every study loaded through
+    the registry (``pglab.studies.module``: an import by string, invisible to the import graph)."""
+
+    modules: tuple[str, ...]
+    parts: tuple[str, ...] = ()
+    every_study: tuple[str, ...] = ()
+    notebook: bool = False  # the study's notebook (papermill runs it): its imports too
+
+
+STAGES = {
+    # `python -m pglab.app.collect <study>` loads the study's params model and runs its collect module
+    "collect": Runs(("pglab.app.collect",), parts=("params", "collect")),
+    # papermill runs the notebook (pglab.app.notebook: the study's params and analyze modules), then
+    # `python -m pglab.app.report <study>` writes its report with the study's question
+    "analyze": Runs(("pglab.app.report",), parts=("params", "analyze", "declaration"), notebook=True),
+    "ledger": Runs(("pglab.ledger.shipped",)),
+    "history": Runs(("pglab.app.history",), every_study=("declaration",)),  # each study's question
+    "report_index": Runs(("pglab.app.report",), every_study=("declaration",)),
+}
+
+
+class _Analysing(ast.NodeTransformer):
+    """A notebook as its analyze stage runs it (``-p collect False``): without the branch that measures,
+    ``if notebook.collecting(...):``, whose imports (the host and node layers) the analysis must not depend on."""
+
+    def visit_If(self, node: ast.If) -> ast.AST | list[ast.stmt]:  # noqa: N802 (ast's name)
+        calls = [n for n in ast.walk(node.test) if isinstance(n, ast.Call)]
+        if any(getattr(c.func, "attr", getattr(c.func, "id", "")) == "collecting" for c in calls):
+            return node.orelse
+        return self.generic_visit(node)
+
+
+def notebook_imports(study: str) -> set[str]:
+    """The pglab modules the code cells of notebooks/<study>.ipynb import when it analyses only (IPython's % and !
+    lines left out)."""
+    nb = json.loads((ROOT / "notebooks" / f"{study}.ipynb").read_text())
+    code = "\n".join("".join(line for line in c["source"] if not line.lstrip().startswith(("%", "!")))
+                     for c in nb["cells"] if c["cell_type"] == "code")
+    return source_imports(ast.unparse(_Analysing().visit(ast.parse(code))), "")
+
+
+def stage_files(stage: str, study: str | None = None) -> set[Path]:
+    """The files of every pglab module ``stage`` (of ``study``) runs."""
+    runs = STAGES[stage]
+    roots = [*runs.modules, *(f"pglab.studies.{s}.{p}" for s in STUDIES for p in runs.every_study)]
+    if study is not None:
+        roots += [f"pglab.studies.{study}.{p}" for p in runs.parts]
+        roots += sorted(notebook_imports(study)) if runs.notebook else []
+    return closure(*roots)
+
+
+def _order(path: str) -> tuple[int, str]:
+    return layer_of(ROOT / path), path.replace(KEY, "~")  # a study's own files after the registry
+
+
+def listed(files: set[Path]) -> list[str]:
+    """``files`` as dvc.yaml deps, bottom layer first. Never a folder for its files: a folder would stand for a
+    module the stage does not import as soon as one is added to it, and whether a folder could stand for a study's
+    files would depend on the other studies (adding one would rewrite, and re-run, the others' stages)."""
+    return sorted((f.relative_to(ROOT).as_posix() for f in files), key=_order)
+
+
+def templated(paths: Iterable[str], study: str) -> list[str]:
+    own = f"lib/pglab/studies/{study}/"
+    return [p.replace(own, f"lib/pglab/studies/{KEY}/", 1) for p in paths]
+
+
+def per_study(stage: str) -> tuple[list[str], dict[str, list[str]]]:
+    """(the deps every study's ``stage`` lists, written with ``${key}``; the real paths each lists beyond them)."""
+    per = {s: templated(listed(stage_files(stage, s)), s) for s in STUDIES}
+    common = set.intersection(*(set(v) for v in per.values())) if per else set()
+    return (sorted(common, key=_order),
+            {s: [p.replace(KEY, s) for p in v if p not in common] for s, v in per.items()})
+
+
+def q(value: str) -> str:
+    """A YAML scalar: plain when it reads back as itself, else double-quoted."""
+    plain = (value and value[0] not in "-?:,[]{}#&*!|>'\"%@`" and ": " not in value and " #" not in value
+             and not value.endswith(":") and yaml.safe_load(value) == value)
+    return value if plain else json.dumps(value, ensure_ascii=False)
+
+
+def items(name: str, lists: dict[str, list[str]], pad: dict[str, str]) -> tuple[list[str], dict[str, list[str]]]:
+    """Slot names ``name1..nameN`` and each study's values, padded to N with ``pad[study]``."""
+    n = max((len(v) for v in lists.values()), default=0)
+    return [f"{name}{i}" for i in range(1, n + 1)], {s: v + [pad[s]] * (n - len(v)) for s, v in lists.items()}
+
+
+def lines(indent: int, entries: Iterable[str], comment: str = "") -> list[str]:
+    out = [f"{' ' * indent}- {q(e)}" for e in entries]
+    if out and comment:
+        out[0] += f"  # {comment}"
+    return out
+
+
+HEADER = """\
+# Written by `python -m pglab.app.pipeline` from the studies' declarations (lib/pglab/studies/*/declaration.py),
+# their params files and the import graph: do not edit it, run that (tests/test_dvc_deps.py fails while this
+# file differs from what it writes).
+# collect touches hosts: `python -m pglab.app.collect` (what `pglab collect` runs) archives the new run in
+# data/runs/<study>/<run-id>/ (never a DVC output, so no DVC or git command can delete it) and copies
+# it to data/raw/<study>/, this stage's output: the run the pipeline analyzes, cached and pushed.
+# It tracks only the keys of the params file its run reads: `profile`, `inventory` and the active profile
+# (`profiles.<profile>`), so that an edit to another profile re-measures nothing.
+# analyze is pure: that run in; tables, metrics, figures and the executed notebook out.
+# Each stage's lib/ deps are exactly the modules it imports, no more and no fewer
+# (tests/test_dvc_deps.py): an edit to a parser, the lab, the CLI or a figure re-runs no collect stage.
+stages:"""
+PAD_NOTE = "padding: nothing more"
+#: the keys of a study's params file its collect stage tracks: the run reads these and nothing else of it
+TRACKED = ("profile", "inventory", "profiles.${item.profile}")
+
+
+def params_item(path: Path) -> dict[str, str]:
+    """What a collect stage's item says of its params file: the active profile and the inventory it names."""
+    data = load_study_file(path)
+    missing = [k for k in ("profile", "inventory") if k not in data]
+    if missing:
+        raise SystemExit(f"{path}: add {' and '.join(missing)} (its collect stage tracks them by name)")
+    return {"profile": data["profile"], "inventory": data["inventory"]}
+
+FIRST_LOOK = "lib/pglab/workloads/adaptive.py"
+
+
+def collect_stage() -> list[str]:
+    common, extra = per_study("collect")
+    slots, values = items("lib", extra, {s: f"lib/pglab/studies/{s}/__init__.py" for s in STUDIES})
+    out = ["  collect:",
+           "    foreach:  # profile: the params file's active profile; inventory: the host inventory it names;",
+           "      # lib1...: what the study's collect imports beyond what every study's does (padded: DVC cannot",
+           "      # interpolate a list into deps)"]
+    for s in STUDIES:
+        item = params_item(ROOT / "params" / f"{s}.yaml")
+        look = ("  # its first look (pglab.workloads.adaptive) decides from the claims and the measured window"
+                if FIRST_LOOK in values[s] else "")
+        out += [f"      {s}:{look}", *(f"        {k}: {q(v)}" for k, v in item.items())]
+        out += [f"        {k}: {q(v)}" + (f"  # {PAD_NOTE}" if i == len(extra[s]) else "")
+                for i, (k, v) in enumerate(zip(slots, values[s], strict=True))]
+    out += ["    do:", f"      cmd: python -m pglab.app.collect {KEY}",
+            "      deps:  # exactly the files `python -m pglab.app.collect <study>` imports (tests/test_dvc_deps.py)",
+            *lines(8, [*common, *(f"${{item.{k}}}" for k in slots)]),
+            "      params:", f"        - params/{KEY}.yaml:", *(f"            - {k}" for k in TRACKED),
+            "        - ${item.inventory}:",
+            "      outs:", f"        - data/raw/{KEY}"]
+    return out
+
+
+def analyze_stage() -> list[str]:
+    common, extra = per_study("analyze")
+    slots, values = items("lib", extra, {s: f"lib/pglab/studies/{s}/__init__.py" for s in STUDIES})
+    declared = {s: declaration(s) for s in STUDIES}
+    tables = {s: list(d.tables) for s, d in declared.items()}
+    tslots, tvalues = items("table", tables, {s: (t[0] if t else "details.json") for s, t in tables.items()})
+    out = ["  analyze:",
+           "    foreach:  # table1...: the study's own derived tables (or a folder of them), from its declaration;",
+           "      # lib1...: what its analysis imports beyond what every study's does (both padded: DVC cannot",
+           "      # interpolate a list)"]
+    for s in STUDIES:
+        out.append(f"      {s}:")
+        out += [f"        {k}: {q(v)}" + (f"  # {declared[s].tables[v]}" if i < len(tables[s]) else "")
+                for i, (k, v) in enumerate(zip(tslots, tvalues[s], strict=True))]
+        out += [f"        {k}: {q(v)}" + (f"  # {PAD_NOTE}" if i == len(extra[s]) else "")
+                for i, (k, v) in enumerate(zip(slots, values[s], strict=True))]
+    derived = f"data/derived/{KEY}"
+    outs = [*(f"{derived}/{t}" for t in COMMON_TABLES if t != "details.json"),
+            *(f"{derived}/${{item.{k}}}" for k in tslots), f"figures/{KEY}", f"{derived}/details.json",
+            f"reports/{KEY}.ipynb", f"reports/{KEY}.html"]
+    out += ["    do:", "      cmd: >-", "        mkdir -p reports &&",
+            f"        papermill notebooks/{KEY}.ipynb reports/{KEY}.ipynb --log-level WARNING",
+            "        -p collect False -p data_root data -p figures_root figures",
+            f"        && python -m pglab.app.report {KEY}",
+            "      deps:  # the run, the published numbers, the notebook, and exactly the files the notebook and the "
+            "report import",
+            *lines(8, [f"data/raw/{KEY}", "data/reference", f"notebooks/{KEY}.ipynb", *common,
+                       *(f"${{item.{k}}}" for k in slots)]),
+            "      outs:", *lines(8, outs),
+            "      metrics:  # the same nine short keys for every study (analysis/result.py headline)",
+            f"        - data/metrics/{KEY}.json:", "            cache: false"]
+    return out
+
+
+def single_stage(name: str, comment: str, data: list[str], outs: list[str]) -> list[str]:
+    module = STAGES[name].modules[0]
+    args = " --index" if name == "report_index" else ""
+    return [*(f"  # {c}" for c in comment.splitlines()), f"  {name}:", f"    cmd: python -m {module}{args}",
+            "    deps:", *lines(6, data),
+            *lines(6, listed(stage_files(name)), f"exactly what `python -m {module}` imports (tests/test_dvc_deps.py)"),
+            "    outs:", *outs]
+
+
+def last_stages() -> list[str]:
+    manifests = [f"data/raw/{s}/manifest.json" for s in STUDIES]
+    ledger = single_stage(
+        "ledger",
+        "each study's published run and its analysis join the ledger (data/ledger.sqlite, kept in git), which keeps\n"
+        "every run before them: `persist` so that DVC never deletes it before the stage runs, `cache: false` so that\n"
+        'git holds it (README, "The ledger")',
+        [*manifests, *(f"data/derived/{s}/{t}" for s in STUDIES for t in ("comparison.csv", "points.csv"))],
+        ["      - data/ledger.sqlite:", "          cache: false", "          persist: true"])
+    history = single_stage(
+        "history", "reports/history.html: per claim every run's value and interval over time, by machine and "
+        "PostgreSQL build", ["data/ledger.sqlite"], ["      - reports/history.html"])
+    index = single_stage(
+        "report_index", "every study on one page: their verdicts, runs, machine, PostgreSQL version and date, with "
+        "links", [*manifests, *(f"data/derived/{s}/comparison.csv" for s in STUDIES)], ["      - reports/index.html"])
+    return [*ledger, *history, *index]
+
+
+def plots() -> list[str]:
+    out = ["# `dvc plots show` / `dvc plots diff`: each study's line plots (a line per column of one of its tables),",
+           "# then every figure of every study.", "plots:"]
+    for s in STUDIES:
+        for p in declaration(s).plots:
+            out += [f"  - {p.name}:", f"      template: {q(p.template)}", f"      title: {q(p.title)}",
+                    f"      x: {q(p.x)}", f"      x_label: {q(p.x_label)}", f"      y_label: {q(p.y_label)}",
+                    "      y:", f"        data/derived/{s}/{p.table}: [{', '.join(q(c) for c in p.y)}]"]
+    out += [f"  - figures/{s}/{f}.png" for s in STUDIES for f in declaration(s).figures]
+    return out
+
+
+def render() -> str:
+    """dvc.yaml as this checkout's studies, code and params files make it."""
+    return "\n".join([HEADER, *collect_stage(), *analyze_stage(), *last_stages(), *plots()]) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m pglab.app.pipeline", description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="only compare dvc.yaml with what would be written "
+                                                         "(exit 1 and the difference when they differ)")
+    ap.add_argument("--out", type=Path, default=ROOT / "dvc.yaml", help="where to write (default: the checkout's)")
+    a = ap.parse_args(argv)
+    text = render()
+    if not a.check:
+        a.out.write_text(text)
+        print(f"wrote {a.out}")
+        return 0
+    current = a.out.read_text() if a.out.exists() else ""
+    if current == text:
+        return 0
+    sys.stdout.writelines(difflib.unified_diff(current.splitlines(True), text.splitlines(True), str(a.out),
+                                               "python -m pglab.app.pipeline"))
+    print(f"{a.out} is stale: run `python -m pglab.app.pipeline` and commit it", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
