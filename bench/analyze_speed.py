@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from pglab.app.paths import repo_root
-from pglab.runs.store import analysis_run
+from pglab.runs.reading import analysis_run
 from pglab.studies import STUDIES, module
 from tiny import parse
 

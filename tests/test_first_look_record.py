@@ -29,8 +29,9 @@ from pglab.hosts.inventory import Inventory
 from pglab.runs import resume, sweep
 from pglab.runs.opening import Opened
 from pglab.runs.params import validate
+from pglab.runs.reading import load_manifest
 from pglab.runs.session import session
-from pglab.runs.store import RunStore, load_manifest
+from pglab.runs.store import RunStore
 from pglab.workloads import adaptive
 
 CONFIGS = ["a", "b", "c"]  # "a" the baseline; "b" stays open at the first look, "c" is decided
@@ -150,7 +151,7 @@ def test_a_stop_during_an_added_block_is_recorded_and_a_resume_finishes_it(
         extend(rerun, lambda pl, pt, w: None, still_open=lambda: pytest.fail("the first look was taken again"))
     m = load_manifest(store.dir)
     record = m["plan"]["adaptive"]
-    # a failed added point keeps the run partial, as a failed planned point does (store.planned_points)
+    # a failed added point keeps the run partial, as a failed planned point does (reading.planned_points)
     assert m["status"] == ("partial" if how == "failed" else "complete")
     assert record["stopped"] == "max_blocks" and record["cut_short"] is None
     assert (record["blocks_added"], record["blocks_finished"]) == (3, 9)

@@ -24,8 +24,8 @@ from pglab.hosts.inventory import Inventory
 from pglab.nodes import topology
 from pglab.nodes.workspace import SUPERUSER
 from pglab.runs.leftovers import cleanup_leftovers
+from pglab.runs.reading import load_manifest
 from pglab.runs.session import session
-from pglab.runs.store import load_manifest
 from pglab.studies.synchronous_commit import collect as sc_collect
 
 pytestmark = pytest.mark.servers

@@ -213,6 +213,9 @@ def test_daemons_and_servers_are_gone_after_a_complete_study(tmp_path: Path, inv
     assert not Path(m["workspaces"]["local"]).exists()  # removed on success; server logs copied first
     assert {p.name for p in (run / "logs").iterdir()} == {f"{name}_{role}.log" for name in ("slony", "builtin")
                                                           for role in ("provider", "subscriber")}
+    measured = [meta for meta in points.values() if "block" in meta]  # the warm-up its analysis cuts is recorded
+    assert {meta["warmup_s"] for meta in measured} == {float(SMOKE.get("warmup_s", 1.0))}
+    assert {meta["format_version"] for meta in points.values()} == {m["format_version"]} == {2}
     setups = [meta for meta in points.values() if meta["kind"] == "setup"]
     assert [meta["status"] for meta in setups] == ["ok", "ok"]
     assert max(meta["start"] for meta in setups) < min(meta["end"] for meta in setups)  # at the same time

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO, postgres_pids
+from pglab.runs.reading import load_manifest
 from pglab.runs.resume import ResumeError, differences, resumable
-from pglab.runs.store import load_manifest
 from pglab.studies.synchronous_commit import analyze
 from pglab.studies.synchronous_commit.collect import plan
 from pglab.studies.synchronous_commit.params import Params
@@ -108,7 +108,7 @@ def test_differences_name_the_key() -> None:
 
 def test_git_revision_says_dirty_and_unverified(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """What resume compares: HEAD, +dirty for changed tracked files, +unverified when git status is too slow."""
-    from pglab.runs import store
+    from pglab.runs import writing as store
 
     assert store.git_revision(tmp_path) is None  # not a repository
     env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@localhost", "GIT_COMMITTER_NAME": "t",

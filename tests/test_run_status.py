@@ -16,12 +16,13 @@ import pytest
 import yaml
 from conftest import REPO, postgres_pids
 from pglab.app import collect as app_collect
-from pglab.app import exits, notebook
-from pglab.errors import RunAborted, first_line
+from pglab.app import exits, notebook, notebook_collect
+from pglab.errors import RunAborted, UserError, first_line
 from pglab.hosts.inventory import Inventory
 from pglab.runs import runs_index, sweep
+from pglab.runs.reading import load_manifest, points_not_ok
 from pglab.runs.session import session
-from pglab.runs.store import RunStore, load_manifest, points_not_ok
+from pglab.runs.store import RunStore
 from test_synchronous_commit import tiny
 
 pytestmark = pytest.mark.servers
@@ -146,8 +147,10 @@ def test_a_partial_run_is_archived_not_published_unless_asked(tmp_path: Path, mo
     assert app_collect.main([*argv, "--accept-failed"]) == 0
     assert (tmp_path / "data" / "raw" / "synchronous_commit" / "manifest.json").exists()
     with pytest.raises(RunAborted, match="is partial: 1 of 2"):
-        notebook.run("synchronous_commit", {"profile": "smoke", "data_root": str(tmp_path / "nb")},
-                     progress=False)
+        notebook_collect.collect("synchronous_commit", {"profile": "smoke", "data_root": str(tmp_path / "nb")},
+                                 progress=False)
+    with pytest.raises(UserError, match="collect=True, but no synchronous_commit run was collected"):
+        notebook.run("synchronous_commit", {"profile": "smoke", "data_root": str(tmp_path / "nb")})
 
 
 def _measuring(data: Path, study: str) -> bool:

@@ -18,7 +18,7 @@ from pglab.errors import ParameterError
 from pglab.hosts.inventory import Inventory
 from pglab.hosts.local import LocalHost
 from pglab.runs.params import validate
-from pglab.runs.store import load_manifest
+from pglab.runs.reading import load_manifest
 from pglab.studies.streaming_scale_out import analyze, collect, reads
 from pglab.studies.streaming_scale_out.params import LEVEL, Params
 

@@ -2,11 +2,13 @@
 one can be wrong becomes one message naming the file, and for YAML the line and column, never a traceback.
 
 The base layer beside ``errors``: hosts (the inventory), runs (the params) and the parsers all read
-user files the same way.
+user files the same way. Also here: which server settings a params file may give (``setting_problems``), the
+rules ``nodes.conf`` writes postgresql.conf by, so that a parameter model checks them without the node layer.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import stat
 from pathlib import Path
@@ -131,3 +133,46 @@ def kind(value: Any) -> str:
         return "number"
     return "string" if isinstance(value, str) else type(value).__name__
 
+
+
+# -- server settings from a params file: what nodes/conf.py can write as one line of postgresql.conf -------------
+SETTING_NAME = re.compile(r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?", re.I)
+_SETTING_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # every control character but TAB
+
+
+def setting_name_problem(name: object) -> str | None:
+    """Why ``name`` is not a setting's name (as the server, case-insensitive: ``TimeZone`` is ``timezone``)."""
+    if not isinstance(name, str) or not SETTING_NAME.fullmatch(name):
+        return (f"{name!r} is not a setting name (letters, digits and underscores, or one "
+                "'prefix.name' for an extension's setting)")
+    return None
+
+
+def setting_value_problem(value: object) -> str | None:
+    """Why ``value`` cannot be written as one setting's value (the lexer ends a line at a newline, whatever the
+    quoting)."""
+    if isinstance(value, bool) or value is None:
+        return None if isinstance(value, bool) else "no value (null)"
+    if isinstance(value, (int, float)):
+        return None if math.isfinite(value) else f"{value!r} is not a finite number"
+    if not isinstance(value, str):
+        return f"a {type(value).__name__} is not a setting's value (a string, number or boolean)"
+    bad = _SETTING_CONTROL.search(value)
+    if bad:
+        return (f"{value[:40]!r} holds the control character {bad.group()!r} (a newline, NUL or other control "
+                "character cannot be part of one setting's value)")
+    return None
+
+
+def setting_problems(settings: dict[str, Any]) -> list[str]:
+    """Every name or value in ``settings`` that could not be written as itself (for parameter validation)."""
+    out = []
+    for k, v in settings.items():
+        p = setting_name_problem(k)
+        if p:
+            out.append(p)
+            continue
+        p = setting_value_problem(v)
+        if p:
+            out.append(f"{k}: {p}")
+    return out

@@ -41,6 +41,7 @@ from pglab.analysis.stats import (
     order_coverage,
     order_k,
 )
+from pglab.runs.record import under_way
 
 VERDICTS = ("held", "did not hold", "not resolvable here", "not measurable here")
 COMPARISON_COLUMNS = ["claim", "published", "reproduced", "ci_low", "ci_high", "noise_floor", "blocks", "verdict"]
@@ -169,7 +170,8 @@ def read_look(record: Mapping[str, object], outcome: str = "") -> dict[str, obje
 
     Why: a run that ended while a block was under way (killed, or by older code that saved only before each
     block) left ``stopped: running`` and counted that block as added; its ``outcome`` says how it ended
-    (``failed``, or else interrupted). An older record's missing ``blocks_finished``/``cut_short`` are derived."""
+    (``failed``, or else interrupted). An older record's missing ``blocks_finished``/``cut_short`` are derived
+    (``runs.record.under_way``: older code counted the block under way as added)."""
     out = dict(record)
     first, added = _count(out, "first_look"), _count(out, "blocks_added")
     stopped = out.get("stopped")
@@ -178,9 +180,7 @@ def read_look(record: Mapping[str, object], outcome: str = "") -> dict[str, obje
         stopped = known.get(str(out.get("why"))) if stopped is None else None
         if stopped is None:  # ended while a block ran
             stopped = "failed" if outcome == "failed" else "interrupted"
-            if "blocks_finished" not in out and added:  # older code counted the block under way as added
-                added -= 1
-            out["cut_short"] = out.get("cut_short") or first + added + 1
+            added, out["cut_short"] = under_way(out, first, added)
         out["why"] = STOPPED[stopped]
     out.update(stopped=stopped, blocks_planned=first, blocks_added=added, blocks_finished=first + added)
     out.setdefault("why", STOPPED[stopped])

@@ -15,10 +15,12 @@ from typing import Any, ClassVar, Self
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from pydantic import BaseModel
 
 from pglab.analysis import figures, tables
 from pglab.analysis.window import pgbench_window
-from pglab.runs.store import load_manifest, write_json
+from pglab.runs.reading import load_manifest
+from pglab.runs.writing import write_json
 
 FLOAT_FORMAT = "%.6g"  # six significant digits: more than a measurement has, and stable between platforms
 
@@ -27,7 +29,7 @@ def read_run(run_dir: Path, values: tables.PointValues = pgbench_window, nodes: 
              ) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
     """The run's manifest, its measured points and its failed ones; a run with nothing measured is refused."""
     manifest = load_manifest(run_dir)
-    points, failed = tables.points_table(run_dir, values, nodes)
+    points, failed = tables.points_table(run_dir, values, nodes, manifest)
     if points.empty:
         raise ValueError(f"{run_dir}: no successful measurement to analyze ({len(failed)} failed points)")
     return manifest, points, failed
@@ -96,6 +98,7 @@ class Analysis:
     waits: pd.DataFrame  # wait-event shares per configuration
     stalls: pd.DataFrame  # points with intervals of 0 tps in their measured window
     metrics: dict[str, Any]  # every headline number (details.json); `dvc metrics show` lists ``headline``
+    params: BaseModel | None = None  # the run's parameters as its study's model reads them (runs.record.parameters)
     figures: dict[str, list[Path]] = field(default_factory=dict)
 
     def ratio_lines(self) -> pd.DataFrame:

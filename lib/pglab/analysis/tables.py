@@ -8,9 +8,8 @@ blocks and the noise floor the same way.
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,27 +21,24 @@ from pglab.analysis import effects, figures, stats
 from pglab.analysis.effects import AA
 from pglab.analysis.stats import median_interval
 from pglab.analysis.window import pgbench_window
+from pglab.runs.reading import point_metas
 
 POINT_COLUMNS = ["point", "kind", "block", "group", "config", "copy", "clients", "tps", "tps_summary",
                  "latency_avg_ms", "window_s", "stalls", "stall_times", "steal", "steal_flag", "load1"]
 PointValues = Callable[[Path, dict[str, Any]], dict[str, Any]]
 
 
-def measured_dirs(run_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
-    """The folders of planned points (they carry a block), sorted by id; set-aside attempts excluded."""
-    out = []
-    for d in sorted(p for p in Path(run_dir).iterdir() if (p / "meta.json").exists()):
-        meta = json.loads((d / "meta.json").read_text())
-        if "block" in meta:
-            out.append((d, meta))
-    return out
+def measured_dirs(run_dir: Path, manifest: Mapping[str, Any] | None = None) -> list[tuple[Path, dict[str, Any]]]:
+    """The folders of planned points (they carry a block) and their metas read through the record (in today's
+    format), sorted by id; set-aside attempts excluded. ``manifest``: the run's, when the caller has read it."""
+    return point_metas(run_dir, manifest)
 
 
-def points_table(run_dir: Path, values: PointValues = pgbench_window,
-                 nodes: dict[str, str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def points_table(run_dir: Path, values: PointValues = pgbench_window, nodes: dict[str, str] | None = None,
+                 manifest: Mapping[str, Any] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One row per measured point that succeeded (``POINT_COLUMNS`` plus what ``values`` adds); and the failed."""
     rows, failed = [], []
-    for d, meta in measured_dirs(run_dir):
+    for d, meta in measured_dirs(run_dir, manifest):
         base = {k: meta.get(k) for k in ("point", "kind", "block", "group", "config", "copy", "clients")}
         if meta.get("status") != "ok":
             failed.append({**base, "status": meta.get("status"), "error": meta.get("error", "")})

@@ -10,7 +10,6 @@ the same cut.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -18,9 +17,8 @@ from typing import Any
 import numpy as np
 
 from pglab.parsers.pgbench import parse_progress, parse_summary
-from pglab.runs.store import read_optional
-
-WARMUP_S = 1.0  # seconds: every study's default, and what a point or run that records none is read with
+from pglab.runs.formats import WARMUP_S  # the default warm-up (1 s): one value, which reading older records uses too
+from pglab.runs.reading import point_metas, read_optional
 
 
 def warmup_of(values: Mapping[str, Any]) -> float:
@@ -92,11 +90,10 @@ def measured_points(run_dir: Path, pattern: str, fields: tuple[str, ...] = (),
     points wrote and their raw output, nothing derived.
     """
     rows = []
-    for meta_path in sorted(run_dir.glob(f"{pattern}/meta.json")):
-        meta = json.loads(meta_path.read_text())
+    for d, meta in point_metas(run_dir, pattern=pattern, planned=False):
         if meta.get("status") != "ok":
             continue
-        tps = value(meta_path.parent, meta) if value else pgbench_window(meta_path.parent, meta)["tps"]
+        tps = value(d, meta) if value else pgbench_window(d, meta)["tps"]
         if tps:
             rows.append({"block": meta["block"], "config": meta["config"], "copy": meta.get("copy", 1),
                          "steal_flag": bool(meta.get("steal_flag")), "tps": float(tps),

@@ -52,7 +52,7 @@ def cmd_spread(a: argparse.Namespace) -> int:
 def cmd_analyze(a: argparse.Namespace) -> int:
     """The run's manifest checked first (``pglab.runs.record``): a run of another study, or one cut short or
     hand-edited, is refused in one line naming its manifest, before the analysis reads anything else."""
-    from pglab.runs.store import analysis_run, load_manifest
+    from pglab.runs.reading import analysis_run, load_manifest
     from pglab.studies import module
 
     root = Path(a.data_root)
@@ -76,7 +76,7 @@ def cmd_analyze(a: argparse.Namespace) -> int:
 def cmd_compare(a: argparse.Namespace) -> int:
     """The differences first; refused (exit 2) unless --allow-mixed, after the facts side by side, then the tables."""
     from pglab.app import comparable, side_by_side
-    from pglab.runs.store import load_manifest
+    from pglab.runs.reading import load_manifest
 
     runs = [comparable.find_run(a.data_root, r) for r in (a.run_a, a.run_b)]
     manifests = [load_manifest(r) for r in runs]

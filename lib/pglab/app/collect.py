@@ -15,7 +15,8 @@ from typing import Any
 from pglab.app import exits
 from pglab.hosts.inventory import Inventory, load_inventory
 from pglab.runs.params import profile_values, validate
-from pglab.runs.store import load_manifest, not_publishable, pipeline_dir, points_not_ok_summary, publish
+from pglab.runs.reading import load_manifest, not_publishable, pipeline_dir, points_not_ok_summary
+from pglab.runs.store import publish
 from pglab.studies import STUDIES, module
 
 

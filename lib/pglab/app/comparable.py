@@ -18,7 +18,7 @@
   replication packages: pglogical, slony, londiste, pgq...);
 * ``parameters.<name>`` (nested values as ``parameters.server_settings.max_wal_size``): every study
   parameter except the cosmetic ones in ``COSMETIC_PARAMETERS``;
-* ``failed_points``: the planned points each run did not measure (``pglab.runs.store.points_not_ok``):
+* ``failed_points``: the planned points each run did not measure (``pglab.runs.reading.points_not_ok``):
   two runs that lack different points do not average the same blocks.
 
 ``note`` -- reported, never refused: the run's profile name, git revision, start time, inventory file,
@@ -48,8 +48,8 @@ import pandas as pd
 
 from pglab.analysis import placement
 from pglab.errors import NotComparableError, UserError
+from pglab.runs.reading import load_manifest
 from pglab.runs.record import MANIFEST, PLAIN_ID, shown
-from pglab.runs.store import load_manifest
 
 REFUSE = "refuse"
 NOTE = "note"

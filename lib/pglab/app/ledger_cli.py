@@ -22,7 +22,7 @@ from pglab.errors import UserError
 from pglab.ledger import book, rows, shipped
 from pglab.ledger.backend import ENV, Ledger, location, sqlite_path
 from pglab.runs.record import MANIFEST, RUN_FOLDER, ManifestError
-from pglab.runs.store import git_revision
+from pglab.runs.writing import git_revision
 from pglab.studies import STUDIES
 
 LEDGER_HELP = f"the ledger: a SQLite file or postgresql://user@host/db (default ${ENV}, else <data-root>/ledger.sqlite)"

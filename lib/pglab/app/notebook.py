@@ -6,6 +6,10 @@ profile's value". So ``papermill -p profile quick`` runs the quick profile's val
 ``-p repetitions 5`` overrides one value of it. papermill only warns about a name the notebook does
 not declare and injects it anyway, so the library refuses every name it does not know, naming the
 nearest known one, before anything starts.
+
+Collecting is ``pglab.app.notebook_collect``, which a notebook imports only when it measures
+(``collecting``): this module reads runs and never touches a host, so the analyze stages do not depend on the
+host layer.
 """
 
 from __future__ import annotations
@@ -21,10 +25,9 @@ from typing import Any
 from pglab.analysis import placement
 from pglab.analysis.text import escape_text
 from pglab.app.paths import repo_root
-from pglab.errors import ParameterError, PglabError, RunAborted, UserError, first_line
-from pglab.hosts.inventory import load_inventory
+from pglab.errors import ParameterError, PglabError, UserError, first_line
 from pglab.runs.params import profile_values, validate
-from pglab.runs.store import analysis_run, archive_dir, load_manifest, not_publishable, pipeline_dir, publish
+from pglab.runs.reading import analysis_run, archive_dir, load_manifest, pipeline_dir
 from pglab.studies import module
 
 # The run-level parameters every study notebook declares (besides the study's own).
@@ -34,6 +37,8 @@ INTERACTIVE_ROOT = "data/interactive"
 # A data root whose runs (raw/<study>) a notebook run as stored analyzes instead of collecting: `make test`
 # sets it for nbval, which then checks every notebook against the shipped runs in seconds.
 ANALYZE_ONLY_ENV = "PGLAB_NOTEBOOK_RUNS"
+#: study -> the run ``notebook_collect.collect`` published in this process, for ``run`` to analyze
+COLLECTED: dict[str, Path] = {}
 
 
 def _one_message(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset: int | None = None) -> list[str]:
@@ -53,9 +58,36 @@ def _short_errors_in_ipython() -> None:
 _short_errors_in_ipython()
 
 
-def _resolve(path: str | Path, root: Path) -> Path:
+def resolve(path: str | Path, root: Path) -> Path:
+    """A path from the notebook's parameters: as given when absolute, else under the checkout ``root``."""
     p = Path(path)
     return p if p.is_absolute() else root / p
+
+
+def _analyze_only(namespace: dict[str, Any]) -> dict[str, Any]:
+    """The namespace as run: a notebook run as stored under ``ANALYZE_ONLY_ENV`` (nbval) analyzes that data root's
+    runs instead of collecting."""
+    runs_root = os.environ.get(ANALYZE_ONLY_ENV, "").strip()
+    if runs_root and not namespace.get("data_root"):
+        return {**namespace, "collect": False, "data_root": runs_root}
+    return namespace
+
+
+def data_folder(namespace: dict[str, Any], root: Path) -> Path:
+    """Where the notebook's runs are: ``data_root``, else ``INTERACTIVE_ROOT`` in the checkout."""
+    return resolve(_analyze_only(namespace).get("data_root") or INTERACTIVE_ROOT, root)
+
+
+def collecting(study: str, namespace: dict[str, Any]) -> bool:
+    """Whether the notebook measures now: ``collect`` (default True) and no analyze-only data root
+    (``ANALYZE_ONLY_ENV``). The study's parameters are validated first: a bad name or value is refused before
+    anything is imported for collecting."""
+    parameters(study, namespace)
+    return _collects(namespace)
+
+
+def _collects(namespace: dict[str, Any]) -> bool:
+    return bool(_analyze_only(namespace).get("collect", True))
 
 
 def _user_names(namespace: dict[str, Any]) -> set[str]:
@@ -125,27 +157,20 @@ def _value_problems(study: str, root: Path, profile: str, overrides: dict[str, A
 
 
 def run(study: str, namespace: dict[str, Any], *, progress: bool = True) -> Any:
-    """Validate the notebook's parameters, collect (when asked), then analyze; returns the Analysis."""
+    """Validate the notebook's parameters, then analyze the run: the one ``notebook_collect.collect`` just published
+    when collecting, else the data root's (``runs.reading.analysis_run``); returns the Analysis. ``progress``
+    is the collect's (kept for callers that pass it)."""
     root = repo_root()
-    profile, values, overrides, inv_default = parameters(study, namespace, root)
-    runs_root = os.environ.get(ANALYZE_ONLY_ENV, "").strip()
-    if runs_root and not namespace.get("data_root"):  # a notebook run as stored, e.g. by nbval
-        print(f"pglab: {ANALYZE_ONLY_ENV}={runs_root}: analyzing the {study} run there, not collecting")
-        namespace = {**namespace, "collect": False, "data_root": runs_root}
-    data = _resolve(namespace.get("data_root") or INTERACTIVE_ROOT, root)
-    figs = _resolve(namespace["figures_root"], root) if namespace.get("figures_root") else data / "figures"
-    inventory_path = namespace.get("inventory") or inv_default or "params/hosts.yaml"
-    inv = load_inventory(_resolve(inventory_path, root))
-    if namespace.get("collect", True):
-        label = profile + ("+" + ",".join(sorted(overrides)) if overrides else "")
-        print(f"pglab: {study}, profile {label}; raw data goes to {archive_dir(data, study)}")
-        run_dir = module(study, "collect").collect(values, data_root=data, profile=label, inventory=inv,
-                                                   progress=progress)
-        why = not_publishable(run_dir, load_manifest(run_dir).get("status"))
-        if why:
-            raise RunAborted(f"{why}; it stays in the archive and was not published (`pglab collect "
-                             "--accept-failed` publishes a partial one)")
-        publish(run_dir, pipeline_dir(data, study))
+    parameters(study, namespace, root)
+    if os.environ.get(ANALYZE_ONLY_ENV, "").strip() and not namespace.get("data_root"):  # e.g. by nbval
+        print(f"pglab: {ANALYZE_ONLY_ENV}={os.environ[ANALYZE_ONLY_ENV].strip()}: analyzing the {study} run there, "
+              "not collecting")
+    data = data_folder(namespace, root)
+    figs = resolve(namespace["figures_root"], root) if namespace.get("figures_root") else data / "figures"
+    if _collects(namespace) and COLLECTED.pop(study, None) is None:
+        raise UserError(f"collect=True, but no {study} run was collected: call "
+                        f"pglab.app.notebook_collect.collect({study!r}, globals()) first (the notebook's first code "
+                        "cell does), or set collect=False to analyze the run under data_root")
     run_dir = analysis_run(data, study)
     if run_dir is None:
         raise UserError(f"collect=False but there is no run under {pipeline_dir(data, study)} or "
@@ -195,8 +220,8 @@ def compare_runs(run_a: str | Path, run_b: str | Path, allow_mixed: bool = False
 
     root = repo_root()
     # a folder relative to the working directory or to the checkout (notebooks run in notebooks/), else a run id
-    runs = [comparable.find_run(_resolve(data_root, root), _resolve(r, root) if not Path(r).exists()
-                                and (_resolve(r, root) / "manifest.json").exists() else r) for r in (run_a, run_b)]
+    runs = [comparable.find_run(resolve(data_root, root), resolve(r, root) if not Path(r).exists()
+                                and (resolve(r, root) / "manifest.json").exists() else r) for r in (run_a, run_b)]
     manifests = [load_manifest(r) for r in runs]
     diffs = comparable.differences(*manifests)
     refused = bool(comparable.refused(diffs)) and not allow_mixed

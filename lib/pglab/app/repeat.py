@@ -20,7 +20,8 @@ from pglab.app import exits, spread
 from pglab.app.collect import load_params
 from pglab.app.paths import output_dir
 from pglab.errors import PglabError, UserError
-from pglab.runs.store import load_manifest, not_publishable, pipeline_dir, points_not_ok_summary, publish
+from pglab.runs.reading import load_manifest, not_publishable, pipeline_dir, points_not_ok_summary
+from pglab.runs.store import publish
 from pglab.studies import module
 
 

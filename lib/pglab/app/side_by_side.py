@@ -26,7 +26,7 @@ from pglab.app.comparable import (
     host_facts,
     where,
 )
-from pglab.runs.store import load_manifest
+from pglab.runs.reading import load_manifest
 
 
 def _pairs(a: dict[str, Any], b: dict[str, Any], name: str, keys: Iterable[str] | None = None) -> pd.DataFrame:

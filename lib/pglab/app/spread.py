@@ -25,8 +25,8 @@ from pglab.app.comparable import check_comparable, find_run, mixing_message
 from pglab.app.paths import output_dir
 from pglab.errors import UserError
 from pglab.ledger.book import record
+from pglab.runs.reading import load_manifest
 from pglab.runs.record import MANIFEST, inside
-from pglab.runs.store import load_manifest
 
 HELD, NOT_HELD = "held", "did not hold"
 STABLE, OPPOSITE, MIXED = "stable", "opposite", "mixed"

@@ -19,7 +19,7 @@ from pglab.errors import UserError
 from pglab.ledger import rows
 from pglab.ledger.backend import Ledger, location
 from pglab.ledger.schema import TABLES
-from pglab.runs.store import git_revision
+from pglab.runs.writing import git_revision
 
 
 def _insert(ledger: Ledger, table: str, records: list[dict[str, Any]], replace: bool = False) -> None:

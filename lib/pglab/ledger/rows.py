@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from pglab.runs.formats import written
 from pglab.runs.record import read
 
 #: points.csv columns that get a column of their own; every other non-empty one goes to ``extra``
@@ -28,7 +29,6 @@ POINT_COLUMNS = {"point": "point", "kind": "kind", "block": "block", "group": "g
                  "window_s": "window_s", "stalls": "stalls", "failed": "failed"}
 CLAIM_COLUMNS = ("claim", "published", "reproduced", "ci_low", "ci_high", "coverage", "blocks", "verdict", "rule",
                  "aa_median", "aa_low", "aa_high", "aa_blocks", "noise_floor", "stopped", "note")
-RECORD_FORMAT = 1  # the manifests pglab writes today (``pglab.runs.record`` reads every earlier one)
 
 
 def _clean(value: Any) -> Any:
@@ -114,7 +114,7 @@ def run(manifest: dict[str, Any], dvc_hash: str | None = None) -> dict[str, Any]
             "git_revision": manifest.get("git_revision"), "dvc_hash": dvc_hash,
             "machine_key": machine(manifest)["machine_key"], "hostname": host.get("hostname"),
             "pg_version": version, "pg_family": family,
-            "record_format": manifest.get("format_version", RECORD_FORMAT), "parameters": _canonical(params)}
+            "record_format": written(manifest), "parameters": _canonical(params)}  # as written, before a migration
 
 
 def points(run_id: str, derived: Path) -> list[dict[str, Any]]:

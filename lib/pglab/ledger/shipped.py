@@ -22,7 +22,7 @@ import yaml
 from pglab.ledger import book
 from pglab.ledger.backend import Ledger
 from pglab.runs.record import MANIFEST, check
-from pglab.runs.store import git_revision
+from pglab.runs.writing import git_revision
 from pglab.studies import STUDIES, module
 
 

@@ -11,35 +11,13 @@ that keeps it one setting. Names are refused unless they are a setting's name (a
 
 from __future__ import annotations
 
-import math
-import re
 from typing import Any
 
-NAME = re.compile(r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?", re.I)
-_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # every control character but TAB
-
-
-def name_problem(name: object) -> str | None:
-    """Why ``name`` is not a setting's name (as the server, case-insensitive: ``TimeZone`` is ``timezone``)."""
-    if not isinstance(name, str) or not NAME.fullmatch(name):
-        return (f"{name!r} is not a setting name (letters, digits and underscores, or one "
-                "'prefix.name' for an extension's setting)")
-    return None
-
-
-def value_problem(value: object) -> str | None:
-    """Why ``value`` cannot be written as one setting's value."""
-    if isinstance(value, bool) or value is None:
-        return None if isinstance(value, bool) else "no value (null)"
-    if isinstance(value, (int, float)):
-        return None if math.isfinite(value) else f"{value!r} is not a finite number"
-    if not isinstance(value, str):
-        return f"a {type(value).__name__} is not a setting's value (a string, number or boolean)"
-    bad = _CONTROL.search(value)
-    if bad:
-        return (f"{value[:40]!r} holds the control character {bad.group()!r} (a newline, NUL or other control "
-                "character cannot be part of one setting's value)")
-    return None
+# The rules (what a setting's name is, which values one line can carry) are ``pglab.userfiles``': the parameter
+# models check a profile's server settings by them before anything starts, and the analyses read those models
+# without the node layer.
+from pglab.userfiles import setting_name_problem as name_problem
+from pglab.userfiles import setting_value_problem as value_problem
 
 
 def value(v: Any) -> str:
@@ -64,16 +42,3 @@ def line(name: str, v: Any) -> str:
     except ValueError as exc:
         raise ValueError(f"setting {name}: {exc}") from None
 
-
-def problems(settings: dict[str, Any]) -> list[str]:
-    """Every name or value in ``settings`` that could not be written as itself (for parameter validation)."""
-    out = []
-    for k, v in settings.items():
-        p = name_problem(k)
-        if p:
-            out.append(p)
-            continue
-        p = value_problem(v)
-        if p:
-            out.append(f"{k}: {p}")
-    return out

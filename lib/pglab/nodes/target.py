@@ -13,12 +13,18 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pglab.errors import UserError
 
-if TYPE_CHECKING:
-    from pglab.nodes.workspace import Workspace
+
+class Workspace(Protocol):
+    """What a target needs of the client's workspace (``nodes.workspace.Workspace``): its passfile's path. A
+    protocol, not an import: a study's parameter model checks a connection string here (``from_dsn``), and the
+    analyses read those models without the host layer the workspace lives on."""
+
+    @property
+    def passfile(self) -> str: ...
 
 # libpq keywords a target may carry, and the environment variable each becomes
 _ENV = {"host": "PGHOST", "hostaddr": "PGHOSTADDR", "port": "PGPORT", "dbname": "PGDATABASE", "user": "PGUSER",

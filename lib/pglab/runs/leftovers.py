@@ -26,8 +26,9 @@ from pglab.hosts.inventory import Inventory, load_inventory
 from pglab.hosts.local import LocalHost
 from pglab.runs import record, runs_index
 from pglab.runs.process_groups import group_alive, wait_until
-from pglab.runs.record import ManifestError
-from pglab.runs.store import MANIFEST, now, write_json
+from pglab.runs.record import MANIFEST, ManifestError
+from pglab.runs.store import write_manifest
+from pglab.runs.writing import now
 
 # A run's status once it is over and nothing of it runs any more (its index entry can go).
 FINAL = ("complete", "partial", "failed", "interrupted", "killed")
@@ -234,7 +235,7 @@ def _clean_run(path: Path, manifest: dict[str, Any], inventory: Inventory, force
         manifest.update(status="cleanup_failed", leftovers=leftovers)
     else:
         manifest.update(status=manifest.get("outcome") or "killed", leftovers=[])
-    write_json(path, manifest)
+    write_manifest(path, manifest)
 
 
 def _run_in_progress(manifest: dict[str, Any]) -> bool:

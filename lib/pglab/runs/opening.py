@@ -12,7 +12,6 @@ manifest's ``wall_s`` (one entry per resume; ``collect_s`` with the clean-up), a
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import Any, Generic, TypeVar
 
 from pglab.hosts.inventory import Inventory
 from pglab.runs.params import validate
+from pglab.runs.reading import point_metas
 from pglab.runs.resume import open_run
 from pglab.runs.session import Session, session
 from pglab.runs.store import RunStore
@@ -78,9 +78,8 @@ def measurement_share(store: RunStore) -> dict[str, Any]:
     measured workload ran (``Point.workload_started``/``ended``), over the points that finished ``ok``.
     The goal is 0.85 at the quick profile: the rest is set-up, resets and checks no figure shows."""
     measured = 0.0
-    for meta in store.dir.glob("*/meta.json"):
-        m = json.loads(meta.read_text())
-        if "block" in m and m.get("status") == "ok":
+    for _, m in point_metas(store.dir, store.manifest):
+        if m["status"] == "ok":
             measured += float(m.get("measured_s") or 0.0)
     wall = float(sum(store.manifest.get("collect_s", [])))
     share = round(measured / wall, 3) if wall > 0 else None

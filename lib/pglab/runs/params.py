@@ -31,8 +31,7 @@ from pydantic import (
 )
 
 from pglab.errors import ParameterError
-from pglab.nodes import conf
-from pglab.userfiles import kind, yaml_mapping
+from pglab.userfiles import kind, setting_problems, yaml_mapping
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -46,8 +45,9 @@ def unique_items(v: list) -> list:
 
 def not_reserved(settings: dict, reserved: set[str], owner: str) -> dict:
     """Server settings a study (``owner``) sets itself must not come from a profile; every name and value must
-    be written to postgresql.conf as itself (``nodes.conf``: no newline, NUL or other control character)."""
-    bad = conf.problems(settings)
+    be written to postgresql.conf as itself (``userfiles.setting_problems``, the rules ``nodes.conf`` writes by:
+    no newline, NUL or other control character)."""
+    bad = setting_problems(settings)
     if bad:
         raise ValueError("; ".join(bad))
     clash = sorted(reserved & {str(k).lower() for k in settings})  # the server reads PORT as port

@@ -1,4 +1,5 @@
-"""A run folder's manifest, read as untrusted input: checked in this one place before anything uses it.
+"""A run's record (its manifest and each point's meta.json), read as untrusted input: checked in this one place
+before anything uses it, and brought up to today's format (``pglab.runs.formats``).
 
 A run folder can come from anywhere (a colleague's copy, a tarball, a hand edit, a disk that filled), and
 what its manifest says becomes folder names (``pglab spread`` writes ``<out>/<run id>/``) and paths
@@ -8,21 +9,40 @@ study with anything but a plain id, or sits in a folder named as another run, is
 ``ManifestError``: one line naming the file and the problem, exit 2 (``pglab.app.exits``).
 
 Only the keys the code reads are modelled; any other key is allowed (each format added keys), so every
-manifest pglab ever wrote is accepted. No host imports: the analysis reads manifests without them.
+manifest pglab ever wrote is accepted. The same models check what pglab writes (``check_written``, called by the
+run store): a record a reader would refuse is never written. An analysis reads its study's parameters as its
+own model validates them (``parameters``) and the baseline from its one place (``baseline``). No host imports:
+the analysis reads runs without them.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import types
+import typing
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, NonNegativeInt, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveInt,
+    ValidationError,
+)
 
-from pglab.errors import UserError
+from pglab.errors import PglabError, UserError
+from pglab.runs import formats
+from pglab.runs.formats import FORMAT_VERSION
 
 MANIFEST = "manifest.json"
+META = "meta.json"  # a point's record, in the point's folder
+M = TypeVar("M", bound=BaseModel)
 MAX_BYTES = 64 << 20  # the largest shipped manifest is 0.3 MB: anything near this is not a manifest
 #: a plain id: one path component that names nothing but itself (no '/', no '..', no NUL, no newline)
 PLAIN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -37,12 +57,24 @@ def shown(text: object, limit: int = 200) -> str:
 
 
 class ManifestError(UserError):
-    """A run folder whose manifest cannot be trusted: one line, ``<file>: <problem>``."""
+    """A run folder whose manifest (or a point's meta) cannot be trusted: one line, ``<file>: <problem>``."""
 
     def __init__(self, path: str | Path, problem: str):
         self.path = Path(path)
         self.problem = shown(problem, 400)
         super().__init__(f"{shown(path, 400)}: {self.problem}")
+
+
+class RecordError(PglabError, ValueError):
+    """pglab was about to write a record a reader would refuse: nothing was written, and the key is named.
+
+    Not a user error: the run's own code put the value there (or let through a value its parameters should have
+    refused), so the run stops at the write instead of leaving a record no analysis can read."""
+
+    def __init__(self, path: str | Path, problem: str):
+        self.path = Path(path)
+        self.problem = shown(problem, 400)
+        super().__init__(f"{shown(path, 400)}: not written: {self.problem} (a reader would refuse this record)")
 
 
 def plain_id(value: str) -> str:
@@ -55,10 +87,21 @@ def plain_id(value: str) -> str:
 PlainId = Annotated[str, AfterValidator(plain_id)]
 
 
+def format_version(value: int) -> int:
+    """``value`` unless it is newer than this pglab reads: a record from newer code is refused, never misread."""
+    if value > FORMAT_VERSION:
+        raise ValueError(f"format {value} is newer than this pglab reads (up to {FORMAT_VERSION}): update pglab")
+    return value
+
+
+FormatVersion = Annotated[PositiveInt, AfterValidator(format_version)]
+
+
 class _Open(BaseModel):
     """Extra keys allowed: each manifest format added some, and unknown ones are reported, not refused."""
 
     model_config = ConfigDict(extra="allow")
+    WHAT: ClassVar[str] = "run manifest"  # what a message calls a record that does not fit
 
 
 class Bookkeeping(_Open):
@@ -108,11 +151,15 @@ class Adaptive(_Open):
 class Plan(_Open):
     points: list[PlainId] = []  # point folders: paths under the run folder
     adaptive: Adaptive | None = None
+    baseline: str | None = None  # the configuration every block ran twice (the A/A): the baseline's one place
+    blocks: NonNegativeInt | None = None  # blocks planned
+    seed: int | None = None
 
 
 class RunRecord(Bookkeeping):
     """What the analyses, ``compare``, ``spread`` and resuming read of a run."""
 
+    format_version: FormatVersion = 1
     study: PlainId
     run_id: PlainId
     profile: str | None = None
@@ -130,6 +177,36 @@ class RunRecord(Bookkeeping):
     failed_points: list[str] = []
 
 
+class PointMeta(_Open):
+    """A point's ``meta.json`` (``runs.store.Point``): what the sweep, resuming and the analyses read of it.
+
+    A planned point carries its place in the design (``block``, ``group``, ``config``, ``copy`` and the study's
+    factors, such as ``clients`` and ``kind``); a set-up step (``fsync``, ``setup``) has none of them."""
+
+    WHAT: ClassVar[str] = "point's meta.json"
+
+    format_version: FormatVersion = 1
+    point: PlainId | None = None  # its folder's name (format 1 filled from the folder when absent)
+    status: str  # running, ok, failed, inconsistent, interrupted
+    start: str | None = None
+    end: str | None = None
+    error: str | None = None
+    set_aside: str | None = None
+    block: NonNegativeInt | None = None
+    group: str | None = None
+    config: str | None = None
+    copy_: PositiveInt | None = Field(None, alias="copy")  # 2: the block's second baseline (the A/A)
+    kind: str | None = None
+    clients: int | None = None
+    warmup_s: NonNegativeFloat | None = None  # the warm-up the analysis cuts from -P 1 progress
+    steal: float | None = None
+    steal_flag: bool | None = None
+    load1: dict[str, float | None] = {}
+    measure_s: float | None = None
+    measured_s: float | None = None
+    commands: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
 def _first_problem(exc: ValidationError) -> str:
     """The first validation error as ``key.sub: what`` (and how many more)."""
     errors = exc.errors(include_url=False)
@@ -145,15 +222,16 @@ def _first_problem(exc: ValidationError) -> str:
     return f"{where}: {what}{more}"
 
 
-def parse(path: str | Path) -> Any:
+def parse(path: str | Path, what: str = "run manifest") -> Any:
     """The JSON in ``path``; ManifestError (naming the file) when it is missing, unreadable or not JSON."""
     path = Path(path)
     try:
         if path.stat().st_size > MAX_BYTES:
-            raise ManifestError(path, f"{path.stat().st_size} bytes: too large for a run manifest")
+            raise ManifestError(path, f"{path.stat().st_size} bytes: too large for a {what}")
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ManifestError(path, "no such file: not a pglab run folder") from None
+        where = "not a pglab run folder" if what == "run manifest" else "the point was not measured"
+        raise ManifestError(path, f"no such file: {where}") from None
     except UnicodeDecodeError as exc:
         raise ManifestError(path, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
@@ -166,16 +244,24 @@ def parse(path: str | Path) -> Any:
         raise ManifestError(path, f"not valid JSON, truncated or hand-edited ({exc})") from None
 
 
-def check(data: Any, path: str | Path, model: type[Bookkeeping] = RunRecord) -> dict[str, Any]:
-    """``data`` (a parsed manifest) if it has ``model``'s shape and belongs in its folder; else ManifestError."""
-    path = Path(path)
+def _shape_problem(data: Any, model: type[_Open]) -> str | None:
+    """Why ``data`` does not have ``model``'s shape (None when it does)."""
     if not isinstance(data, dict):
         kind = {list: "array", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(data), "null")
-        raise ManifestError(path, f"not a run manifest: a JSON {kind}, not an object")
+        return f"not a {model.WHAT}: a JSON {kind}, not an object"
     try:
         model.model_validate(data)
     except ValidationError as exc:
-        raise ManifestError(path, f"not a run manifest: {_first_problem(exc)}") from None
+        return f"not a {model.WHAT}: {_first_problem(exc)}"
+    return None
+
+
+def check(data: Any, path: str | Path, model: type[_Open] = RunRecord) -> dict[str, Any]:
+    """``data`` (a parsed record) if it has ``model``'s shape and belongs in its folder; else ManifestError."""
+    path = Path(path)
+    problem = _shape_problem(data, model)
+    if problem:
+        raise ManifestError(path, problem)
     folder, run_id = path.parent.name, data.get("run_id")
     if run_id is not None and RUN_FOLDER.fullmatch(folder) and run_id != folder:
         raise ManifestError(path, f"run_id {run_id!r} is not the name of its folder {folder!r}: a hand-edited "
@@ -183,13 +269,93 @@ def check(data: Any, path: str | Path, model: type[Bookkeeping] = RunRecord) -> 
     return data
 
 
+def migrate(data: dict[str, Any]) -> dict[str, Any]:
+    """A checked manifest (``check``) in today's format (``pglab.runs.formats`` says what each migration does)."""
+    return formats.manifest(data)
+
+
 def read(run_dir: str | Path, study: str | None = None) -> dict[str, Any]:
-    """The checked manifest of the run in ``run_dir``; with ``study``, refused unless it is a run of that study."""
+    """The checked manifest of the run in ``run_dir``, in today's format; with ``study``, refused unless it is a run
+    of that study."""
     path = Path(run_dir) / MANIFEST
     data = check(parse(path), path)
     if study is not None and data["study"] != study:
         raise ManifestError(path, f"a run of {data['study']}, not of {study}")
-    return data
+    return migrate(data)
+
+
+def read_meta(point_dir: str | Path, run: Mapping[str, Any]) -> dict[str, Any]:
+    """The checked meta.json of the point in ``point_dir``, in today's format; ``run`` is its run's manifest (as
+    ``read`` returns it: what an older point lacks may come from it)."""
+    path = Path(point_dir) / META
+    data = check(parse(path, PointMeta.WHAT), path, PointMeta)
+    return formats.meta(data, path.parent.name, run)
+
+
+def check_written(data: Any, path: str | Path, model: type[_Open], today: bool = True) -> None:
+    """RecordError naming the key when ``data`` (what is about to be written to ``path``, as JSON gives it back)
+    would not pass ``model`` or (``today``) is not in today's format: the writer's half of the contract.
+    ``pglab cleanup`` adds to a killed run's manifest in whatever format it was written (``today=False``)."""
+    problem = _shape_problem(data, model)
+    if problem is None and today and data.get("format_version") != FORMAT_VERSION:
+        problem = f"format_version: {data.get('format_version')!r}, not today's {FORMAT_VERSION}"
+    if problem:
+        raise RecordError(path, problem)
+
+
+def _known(model: type[BaseModel], data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` without the keys ``model`` (when it forbids others) and its nested models no longer have."""
+    forbid = model.model_config.get("extra") == "forbid"
+    out = {} if forbid else dict(data)
+    for name, field in model.model_fields.items():
+        if name in data:
+            out[name] = _prune(field.annotation, data[name])
+    return out
+
+
+def _prune(annotation: Any, value: Any) -> Any:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return _known(annotation, value) if isinstance(value, Mapping) else value
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+        return _known(models[0], value) if len(models) == 1 and isinstance(value, Mapping) else value
+    if origin is list and args and isinstance(value, list):
+        return [_prune(args[0], v) for v in value]
+    if origin is dict and len(args) == 2 and isinstance(value, Mapping):
+        return {k: _prune(args[1], v) for k, v in value.items()}
+    return value
+
+
+def parameters(manifest: Mapping[str, Any], model: type[M]) -> M:
+    """The run's parameters as its study's own model (``studies/<study>/params.py``) validates them: what an
+    analysis reads instead of ``manifest["parameters"][key]`` with a default copied from the model.
+
+    Tolerant of the run's age: a key an older run lacks takes the model's default, a key the model no longer has
+    (at any depth) is left out. What the model refuses is a ManifestError naming the key."""
+    given = manifest.get("parameters") or {}
+    try:
+        return model.model_validate(_known(model, given))
+    except ValidationError as exc:
+        where = f"run {manifest.get('run_id', '?')}"
+        raise ManifestError(where, f"parameters.{_first_problem(exc)} (today's {model.__module__}.{model.__name__} "
+                                   "refuses what this run recorded)") from None
+
+
+def baseline(manifest: Mapping[str, Any], default: str) -> str:
+    """The configuration every block ran twice, from its one place (``plan.baseline``; a format-1 plan lacking it
+    took ``parameters.baseline`` on read); ``default`` (what the parameters name) for a record without a plan."""
+    plan = manifest.get("plan") or {}
+    return str(plan.get("baseline") or default)
+
+
+def under_way(adaptive: Mapping[str, Any], first: int, added: int) -> tuple[int, int]:
+    """(blocks added, the block cut short) of a first look's record (``plan.adaptive``) left while a block ran: that
+    block never finished, so it is cut short, not added. Older code (a record without ``blocks_finished``) counted
+    it in ``blocks_added``: taken off here, for whoever reads such a record (a resumed run, the analysis)."""
+    if "blocks_finished" not in adaptive and added:
+        added -= 1
+    return added, int(adaptive.get("cut_short") or first + added + 1)
 
 
 def bookkeeping(path: str | Path) -> dict[str, Any]:

@@ -16,7 +16,10 @@ from typing import Any
 from pglab.errors import UserError
 from pglab.hosts.inventory import Inventory
 from pglab.runs.leftovers import UNFINISHED, CleanupReport, _clean_run, _inventory_for, _run_in_progress
-from pglab.runs.store import MANIFEST, RunStore, archive_dir, git_revision, load_manifest, runs
+from pglab.runs.reading import archive_dir, load_manifest, runs
+from pglab.runs.record import MANIFEST
+from pglab.runs.store import RunStore
+from pglab.runs.writing import git_revision
 
 DONE = ("complete", "partial")  # every planned point was tried: nothing to resume
 

@@ -8,98 +8,31 @@ Layout::
 
 A run id is a UTC timestamp plus a random suffix and a run folder is created with ``exist_ok=False``:
 a new run can never overwrite or delete an earlier one, and no DVC or git command touches the archive.
+
+The manifest and every point's meta are written through the record's models (``runs.writing.write_record``):
+a value a reader would refuse stops the run at the write, naming the key. Reading a run is ``runs.reading``
+(no host imports), what writing needs without hosts is ``runs.writing``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import shutil
-import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from pglab.errors import first_line
 from pglab.hosts.base import Result
 from pglab.runs import record, runs_index
-from pglab.runs.record import MANIFEST
+from pglab.runs.reading import load_manifest, points_not_ok, points_not_ok_summary
+from pglab.runs.record import FORMAT_VERSION, MANIFEST, META, Bookkeeping, PointMeta, RunRecord
+from pglab.runs.writing import git_revision, now, package_versions, write_json, write_record
 
 _SAVE_LOCK = threading.Lock()
-PACKAGES = ("pglab", "psycopg", "pandas", "seaborn", "matplotlib", "fabric", "papermill", "dvc", "pydantic",
-            "scipy", "numpy")
-
-
-def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
-
-
-_JSON_OPTIONS = (orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
-                 | orjson.OPT_APPEND_NEWLINE | orjson.OPT_PASSTHROUGH_DATETIME)
-
-
-def _json_default(o: Any) -> Any:
-    """numpy scalars as numbers; anything else (paths, timestamps, Decimals) as its str, as ``json``'s
-    ``default=str`` did."""
-    if hasattr(o, "item") and callable(o.item) and type(o).__module__ == "numpy":
-        return o.item()
-    return str(o)
-
-
-def write_json(path: Path, data: Any) -> None:
-    """Write whole, then rename: a reader never sees half a file.
-
-    orjson, not ``json``: an indented ``json.dumps`` runs the pure-Python encoder, and the manifest
-    and every point's meta and settings snapshot are written during the sweep (measured: 1.2 s of
-    pglab's 3.2 s of main-thread CPU over a 40-point run; orjson takes about a twentieth of that).
-    Non-finite floats are written as null (valid JSON, where ``json`` wrote NaN).
-    """
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(orjson.dumps(data, default=_json_default, option=_JSON_OPTIONS))
-    os.replace(tmp, path)
-
-
-#: what `dvc repro` itself rewrites between stages (the lock, the metrics kept in git): a change there is
-#: no change of code or parameters, and counted it marked every run but the pipeline's first ``+dirty``
-PIPELINE_RECORDS = (":(top,exclude)dvc.lock", ":(top,exclude)data/metrics")
-
-
-def git_revision(cwd: str | Path = ".") -> str | None:
-    """HEAD, with ``+dirty`` when tracked files other than the pipeline's records differ from it. The first
-    ``git status`` of a fresh clone re-reads every file and runs the nbstripout filter on each notebook,
-    seconds on a busy machine: given a minute, and the revision is still recorded (``+unverified``) if even
-    that is not enough."""
-    try:
-        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True,
-                             timeout=30).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if not rev:
-        return None
-    try:
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ":/", *PIPELINE_RECORDS],
-                               cwd=cwd, capture_output=True, text=True, timeout=60).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return rev + "+unverified"
-    return rev + ("+dirty" if dirty else "")
-
-
-def package_versions() -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
-    for name in PACKAGES:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
-    return out
 
 
 @dataclass
@@ -144,11 +77,21 @@ class Point:
     def write_json(self, name: str, data: Any) -> None:
         write_json(self.dir / name, data)
 
+    def save(self) -> None:
+        """The meta as it is now, checked against the record's model (``record.PointMeta``)."""
+        write_meta(self.dir, self.meta)
+
     def finish(self, status: str, error: str | None = None) -> None:
         self.meta.update(status=status, end=now())
         if error:
             self.meta["error"] = error
-        write_json(self.dir / "meta.json", self.meta)
+        self.save()
+
+
+def write_meta(point_dir: Path, meta: dict[str, Any]) -> None:
+    """A point's meta.json, in today's format, checked first: a RecordError naming the key instead of a meta the
+    sweep, resuming or the analysis would refuse."""
+    write_record(Path(point_dir) / META, meta, PointMeta)
 
 
 class RunStore:
@@ -160,7 +103,8 @@ class RunStore:
         self.dir = self.root / f"{stamp}-{uuid.uuid4().hex[:6]}"
         self.dir.mkdir(parents=True, exist_ok=False)
         self.manifest: dict[str, Any] = {
-            "study": study, "profile": profile, "parameters": parameters, "run_id": self.dir.name,
+            "format_version": FORMAT_VERSION, "study": study, "profile": profile, "parameters": parameters,
+            "run_id": self.dir.name,
             "git_revision": git_revision(), "packages": package_versions(), "start": now(),
             "status": "running", "pid": os.getpid(), "nodes": [], "processes": [], "hosts": {},
             "tools": {}, "points": {"total": 0, "ok": 0, "failed": 0},
@@ -169,8 +113,11 @@ class RunStore:
         runs_index.register(self.dir / MANIFEST)  # findable by `pglab cleanup` whatever the data root
 
     def save(self) -> None:
+        """The manifest as it is now, checked against the record's model (``record.RunRecord``) first: a value a
+        reader would refuse (a point id that is no plain id, a count that is no number) stops the run here,
+        naming the key, instead of leaving a record that no analysis can read."""
         with _SAVE_LOCK:  # a thread of the run may save too (samplers)
-            write_json(self.dir / MANIFEST, self.manifest)
+            write_record(self.dir / MANIFEST, self.manifest, RunRecord)
 
     def add_node(self, description: dict[str, Any]) -> None:
         self.manifest["nodes"].append(description)
@@ -218,8 +165,8 @@ class RunStore:
                 n += 1
                 d = self.dir / f"{point_id}.{n}"
         d.mkdir(exist_ok=False)
-        meta = {"point": d.name, "start": now(), "status": "running", **factors}
-        write_json(d / "meta.json", meta)
+        meta = {"format_version": FORMAT_VERSION, "point": d.name, "start": now(), "status": "running", **factors}
+        write_meta(d, meta)
         return Point(d, meta)
 
     def finish(self, status: str, **extra: Any) -> None:
@@ -233,92 +180,12 @@ class RunStore:
         return points_not_ok_summary(self.dir)
 
 
-def planned_points(manifest: dict[str, Any]) -> list[str]:
-    """The plan's points, then those a first look added (``plan.adaptive.added``), each once."""
-    plan = manifest.get("plan", {})
-    added = (plan.get("adaptive") or {}).get("added", [])
-    return list(dict.fromkeys([*plan.get("points", []), *added]))
+def write_manifest(path: Path, manifest: dict[str, Any]) -> None:
+    """A killed run's manifest as ``pglab cleanup`` leaves it, in the format it was written (``Bookkeeping``)."""
+    write_record(path, manifest, Bookkeeping, today=False)
 
 
-def points_not_ok(run_dir: Path) -> dict[str, str]:
-    """Planned point id -> why it is not ``ok`` (its status and error, or "not measured"), in plan order.
-
-    What makes a run ``complete``: every planned point measured (pglab.runs.session), a first look's added
-    blocks' points included."""
-    planned = planned_points(load_manifest(run_dir))
-    out: dict[str, str] = {}
-    for pid in planned:
-        try:
-            meta = json.loads((Path(run_dir) / pid / "meta.json").read_text())
-        except (OSError, ValueError):
-            out[pid] = "not measured"
-            continue
-        if meta.get("status") != "ok":
-            error = first_line(meta.get("error"))
-            out[pid] = f"{meta.get('status')}" + (f": {error}" if error else "")
-    return out
-
-
-def not_publishable(run_dir: Path, status: str | None) -> str | None:
-    """Why a run of this status is not the pipeline's run (None for a complete one)."""
-    if status == "partial":
-        return f"run {run_dir} is partial: {points_not_ok_summary(run_dir)}"
-    if status != "complete":
-        return f"run {run_dir} ended {status}: run `pglab cleanup`"
-    return None
-
-
-def points_not_ok_summary(run_dir: Path, show: int = 3) -> str:
-    """One line: how many planned points are not ok, and the first few with why."""
-    bad = points_not_ok(run_dir)
-    total = len(planned_points(load_manifest(run_dir)))
-    first = "; ".join(f"{pid} {why}" for pid, why in list(bad.items())[:show])
-    more = f" (and {len(bad) - show} more: {Path(run_dir) / '*' / 'meta.json'})" if len(bad) > show else ""
-    return f"{len(bad)} of {total} planned points not measured ({first}{more})"
-
-
-def runs(study_root: Path) -> Iterator[Path]:
-    """Run folders of a study, oldest first (run ids sort by time)."""
-    if not study_root.exists():
-        return iter(())
-    return iter(sorted(p for p in study_root.iterdir() if (p / MANIFEST).exists()))
-
-
-def latest_run(study_root: Path, statuses: tuple[str, ...] = ("complete",)) -> Path | None:
-    """The newest run whose manifest status is one of ``statuses``."""
-    found = None
-    for run in runs(study_root):
-        if load_manifest(run).get("status") in statuses:
-            found = run
-    return found
-
-
-def read_optional(folder: Path, name: str) -> str:
-    """A raw file's text, or "" when the command wrote none (e.g. no stderr)."""
-    p = Path(folder) / name
-    return p.read_text() if p.exists() else ""
-
-
-def load_manifest(run_dir: str | Path, study: str | None = None) -> dict[str, Any]:
-    """The run's manifest, checked (``pglab.runs.record``): a ManifestError, one line naming the file and the
-    problem, for one that is cut short, of the wrong shape or hand-edited; with ``study``, of that study."""
-    return record.read(run_dir, study)
-
-
-# -- the archive and the pipeline's run ------------------------------------------------------------
-# Every run `pglab collect` writes goes to the archive, data/runs/<study>/<run-id>/, which no DVC
-# command and no git command ever touches. The pipeline's run, data/raw/<study>/, is a copy of one
-# archived run: DVC tracks it (collect's output), restores it on checkout and ships it in a remote.
-# So `dvc checkout`, `dvc exp apply` or `git checkout` can replace data/raw/<study>, but a run, once
-# written, stays in the archive.
-
-
-def archive_dir(data_root: str | Path, study: str) -> Path:
-    return Path(data_root) / "runs" / study
-
-
-def pipeline_dir(data_root: str | Path, study: str) -> Path:
-    return Path(data_root) / "raw" / study
+# -- the pipeline's run: a copy of one archived run (``runs.reading`` says which run an analysis reads) --------
 
 
 def publish(run_dir: Path, dest: Path) -> Path:
@@ -347,11 +214,3 @@ def _archive_previous(dest: Path, archive: Path) -> None:
         if not target.exists():
             archive.mkdir(parents=True, exist_ok=True)
             shutil.copytree(run, target, symlinks=True)
-
-
-def analysis_run(data_root: str | Path, study: str) -> Path | None:
-    """The run analysis reads: the pipeline's run if there is one, else the newest complete archived run."""
-    pipeline = pipeline_dir(data_root, study)
-    if (pipeline / MANIFEST).exists():
-        return pipeline
-    return latest_run(archive_dir(data_root, study))

@@ -15,7 +15,6 @@ owns everything around it, the same way for every study (shared design, "Measure
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import shutil
@@ -26,7 +25,9 @@ from typing import Any
 
 from pglab.errors import RunAborted, first_line
 from pglab.runs.progress import bar as progress_bar
-from pglab.runs.store import Point, RunStore, write_json
+from pglab.runs.reading import read_meta
+from pglab.runs.record import ManifestError
+from pglab.runs.store import Point, RunStore, write_meta
 
 AA_SUFFIX = "aa"  # id suffix of the second baseline in a block
 FINISHED = ("ok", "failed", "inconsistent")  # statuses of a point that is over: resume skips it
@@ -118,11 +119,11 @@ def finished(store: RunStore) -> dict[str, str]:
     out: dict[str, str] = {}
     for meta in store.dir.glob("*/meta.json"):
         try:
-            m = json.loads(meta.read_text())
-        except ValueError:
+            m = read_meta(meta.parent, store.manifest)
+        except ManifestError:  # cut short by the crash that stopped the run: measured again
             continue
-        if "block" in m and m.get("status") in FINISHED:  # planned points only, not set-up steps
-            out[m.get("point", meta.parent.name)] = m["status"]
+        if m.get("block") is not None and m["status"] in FINISHED:  # planned points only, not set-up steps
+            out[m.get("point") or meta.parent.name] = m["status"]
     return out
 
 
@@ -138,11 +139,13 @@ def set_aside_in_flight(store: RunStore, ids: Iterable[str]) -> list[str]:
             n = 1
             while (dest_root / f"{pid}.{n}").exists():
                 n += 1
-            meta = d / "meta.json"
-            if meta.exists():
-                m = json.loads(meta.read_text())
+            try:
+                m = read_meta(d, store.manifest)
+            except ManifestError:  # none, or cut short by the crash: the folder is set aside as it is
+                m = None
+            if m is not None:
                 m.update(status=INTERRUPTED, set_aside="in flight when the run stopped; measured again")
-                write_json(meta, m)
+                write_meta(d, m)
             shutil.move(str(d), str(dest_root / f"{pid}.{n}"))
             moved.append(pid)
     return moved
@@ -195,7 +198,7 @@ def run(store: RunStore, points: Sequence[Planned], measure: Measure, *, desc: s
             if point.meta.get("status") == "running":  # measure may have finished it itself
                 point.finish("ok" if reason is None else "failed", reason)
             else:  # ...then what was recorded after that (CPU, waits) still goes to disk
-                write_json(point.dir / "meta.json", point.meta)
+                point.save()
             status = point.meta["status"]
             counts[status] = counts.get(status, 0) + 1
             store.save()

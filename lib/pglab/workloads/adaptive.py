@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pglab.runs.opening import Opened
+from pglab.runs.record import under_way
 from pglab.runs.sweep import Planned
 from pglab.workloads import observed
 
@@ -104,12 +105,10 @@ def _start(earlier: dict[str, Any], first: int, max_blocks: int, budget_s: float
     if earlier.get("looks"):
         record = dict(earlier)
         added = int(record.get("blocks_added", 0))
-        if "blocks_finished" not in record and record.get("stopped") == "running":  # older code counted the
-            added = max(added - 1, 0)  # block under way as added
+        if record.get("stopped") == "running":  # the block under way when the earlier attempt ended: cut short
+            added, record["cut_short"] = under_way(record, first, added)
         record.update(blocks_added=added, blocks_finished=first + added, last_block=first + added,
                       looks=record["looks"][:1])
-        if record.get("cut_short") is None and record.get("stopped") == "running":
-            record["cut_short"] = first + added + 1  # the block under way when the earlier attempt ended
         record.setdefault("resumes", []).append({"previous": record.get("stopped"),
                                                  "blocks_finished": first + added,
                                                  "cut_short": record.get("cut_short")})

@@ -24,7 +24,7 @@ from typing import Any
 
 import psycopg
 
-from pglab.runs.store import write_json
+from pglab.runs.writing import write_json
 
 CSV = "waits.csv"
 SUMMARY = "waits.json"

@@ -26,7 +26,8 @@ from pglab.analysis.window import pgbench_window, sysbench_window, warmup_of
 from pglab.errors import ParseError
 from pglab.parsers.pgbench import parse_init, parse_progress, parse_summary
 from pglab.parsers.sysbench import parse_run
-from pglab.runs.store import read_optional
+from pglab.runs import record
+from pglab.runs.reading import read_optional
 from pglab.studies.cloud_providers.figures import (
     fig_context,
     fig_init_phases,
@@ -34,6 +35,7 @@ from pglab.studies.cloud_providers.figures import (
     fig_sysbench,
     fig_tps_over_time,
 )
+from pglab.studies.cloud_providers.params import Params
 from pglab.studies.cloud_providers.ranking import METRICS, ahead_of_best, metric_ratios, ranking
 
 ARTICLE = ("article 003: Google Cloud SQL for PostgreSQL 9.6.10, 8 vCPU / 52 GiB, client 32 vCPU in the same "
@@ -254,17 +256,13 @@ def context_table(points: pd.DataFrame, reference_dir: Path, order: list[str]) -
     return pd.DataFrame(rows)
 
 
-def target_order(manifest: dict[str, Any]) -> list[str]:
-    return [t["name"] for t in manifest.get("parameters", {}).get("targets", [])]
-
-
 def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Path,
             reference_dir: str | Path) -> Analysis:
     run_dir = Path(run_dir)
     manifest, points, failed = result.read_run(run_dir, values=point_values)
-    order = target_order(manifest)
-    baseline = manifest.get("plan", {}).get("baseline") or (order[0] if order else "")
-    order = order or sorted(set(points.config))
+    par = record.parameters(manifest, Params)
+    order = par.names  # the targets in the order the parameters list them
+    baseline = record.baseline(manifest, par.base)
     ratios = metric_ratios(points, baseline)
     summary, rankings = ranking(points, ratios, [baseline, *[t for t in order if t != baseline]])
     summary["order"] = summary.target.map({t: i for i, t in enumerate(order)})
@@ -273,21 +271,23 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     comparison = compare(points, ratios, manifest, effects.steal_note(points))
     stalls = tables.stalls_table(points)
     stalls.insert(2, "kind", points.set_index("point").kind.reindex(stalls.point).to_numpy() if len(stalls) else [])
-    metrics = headline(summary, comparison, manifest, failed, points, rankings, ratios)
-    a = Analysis(run_dir=run_dir, manifest=manifest, points=points, failed=failed, summary=summary, ratios=ratios,
-                 comparison=comparison, waits=wait_shares(run_dir, points), stalls=stalls, metrics=metrics,
+    metrics = headline(summary, comparison, manifest, baseline, failed, points, rankings, ratios)
+    a = Analysis(run_dir=run_dir, manifest=manifest, params=par, points=points, failed=failed, summary=summary,
+                 ratios=ratios, comparison=comparison, waits=wait_shares(run_dir, points), stalls=stalls,
+                 metrics=metrics,
                  order=order, init_phases=init_phases_table(points, order), sysbench=sysbench_table(points, order),
                  timeseries=timeseries_table(run_dir, points), rankings=rankings,
                  context=context_table(points, Path(reference_dir), order))
     return a.finish(derived_dir, figures_dir, draw)
 
 
-def headline(summary: pd.DataFrame, comparison: pd.DataFrame, manifest: dict[str, Any], failed: pd.DataFrame,
-             points: pd.DataFrame, rankings: dict[str, str], ratios: pd.DataFrame) -> dict[str, Any]:
+def headline(summary: pd.DataFrame, comparison: pd.DataFrame, manifest: dict[str, Any], baseline: str,
+             failed: pd.DataFrame, points: pd.DataFrame, rankings: dict[str, str], ratios: pd.DataFrame
+             ) -> dict[str, Any]:
     """The numbers ``dvc metrics show`` lists."""
-    plan = manifest.get("plan", {})
+    plan = manifest.get("plan") or {}
     out = result.run_metrics(manifest, failed, comparison, points)
-    out.update(blocks=int(plan.get("blocks", 0)), baseline=plan.get("baseline"),
+    out.update(blocks=int(plan.get("blocks", 0)), baseline=baseline,
                stalls=int(points.stalls.fillna(0).sum()),
                targets={n: {"kind": t.get("kind"), "provider": t.get("provider"),
                             "server_version": t.get("server_version")} for n, t in manifest.get("targets", {}).items()})
@@ -307,18 +307,18 @@ def headline(summary: pd.DataFrame, comparison: pd.DataFrame, manifest: dict[str
 
 def draw(a: Analysis, out: Path) -> dict[str, list[Path]]:
     """The study's figures, each one function of the derived tables; a target's colour is its place in the order."""
-    pal, par = figures.palette(a.order), a.manifest.get("parameters", {})
+    pal, par = figures.palette(a.order), a.params
+    assert isinstance(par, Params)
     made: dict[str, list[Path]] = {}
     if len(a.init_phases):
-        made["init_phases"] = fig_init_phases(a.init_phases, a.order, PHASE_ORDER, par.get("scale"), out)
+        made["init_phases"] = fig_init_phases(a.init_phases, a.order, PHASE_ORDER, par.scale, out)
     if (a.points.kind == "pgbench").any():
-        made["tps_over_time"] = fig_tps_over_time(a.timeseries, a.stalls, a.order, warmup_of(par), pal, out)
+        made["tps_over_time"] = fig_tps_over_time(a.timeseries, a.stalls, a.order, par.warmup_s, pal, out)
     if (a.points.kind == "sysbench").any():
-        made["sysbench"] = fig_sysbench(a.timeseries, a.points, a.order,
-                                        par.get("sysbench_test", "oltp_write_only"), pal, out)
+        made["sysbench"] = fig_sysbench(a.timeseries, a.points, a.order, par.sysbench_test, pal, out)
     if len(a.summary):
         made["ranking"] = fig_ranking(a.summary, a.rankings, [m.name for m in METRICS], a.order,
-                                      a.manifest.get("plan", {}).get("baseline"), pal, out)
+                                      a.metrics["baseline"], pal, out)
     made["article_context"] = fig_context(a.context, a.order, pal, out)
     made["published_vs_reproduced"] = tables.fig_comparison(
         a.comparison, out, "cloud_providers: the article's rankings (judged only with its services among the targets)")

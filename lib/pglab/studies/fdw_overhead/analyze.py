@@ -22,10 +22,11 @@ from pglab.analysis.effects import AA
 from pglab.analysis.waits import fig_waits, wait_note, wait_shares
 from pglab.analysis.window import pgbench_window
 from pglab.parsers.pgbench import parse_summary
-from pglab.runs.store import read_optional
+from pglab.runs import record
+from pglab.runs.reading import read_optional
 from pglab.studies.fdw_overhead import claims as fdw_claims
 from pglab.studies.fdw_overhead.figures import fig_factor, fig_latency, fig_round_trips, fig_tps
-from pglab.studies.fdw_overhead.params import TARGETS
+from pglab.studies.fdw_overhead.params import TARGETS, Params
 
 ARTICLE = "article 001: PostgreSQL 9.6.2, two instances on one machine, scale 100, 10 x 10 s, 1 client"
 
@@ -78,16 +79,15 @@ def point_values(d: Path, meta: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def main_variant(points: pd.DataFrame, manifest: dict[str, Any]) -> pd.Series:
+def main_variant(points: pd.DataFrame, par: Params) -> pd.Series:
     """The points of the first value of every swept option (what the claims are judged on)."""
-    par = manifest.get("parameters", {})
-    fs = (par.get("fetch_sizes") or [None])[0]
-    return ((points.protocol == (par.get("protocols") or ["simple"])[0])
+    fs = par.fetch_sizes[0]
+    return ((points.protocol == par.protocols[0])
             & (points.fetch_size.fillna(0) == (fs or 0))
-            & (points.use_remote_estimate.astype(bool) == bool((par.get("remote_estimates") or [False])[0])))
+            & (points.use_remote_estimate.astype(bool) == bool(par.remote_estimates[0])))
 
 
-def compare(ratios: pd.DataFrame, reference_dir: Path, manifest: dict[str, Any], waits: pd.DataFrame,
+def compare(ratios: pd.DataFrame, reference_dir: Path, manifest: dict[str, Any], par: Params, waits: pd.DataFrame,
             round_trips: pd.DataFrame, steal: str = "") -> pd.DataFrame:
     """Published vs reproduced, one row per claim (``fdw_claims``), each with its rule, interval and verdict.
 
@@ -99,10 +99,8 @@ def compare(ratios: pd.DataFrame, reference_dir: Path, manifest: dict[str, Any],
     factors = {(r.type, r.target): float(r.factor) for r in ref.itertuples() if r.target != "local"}
     blocks = fdw_claims.Blocks.of(ratios)
     rt = _rt_note(round_trips)
-    where = _external_where(manifest)
-    par = manifest.get("parameters", {})
-    src = par.get("source_host") or "local"
-    machine = hardware.instances(where, placement.separate(manifest, [src], [par.get("external_host") or src]))
+    where = _external_where(manifest, par)
+    machine = hardware.instances(where, placement.separate(manifest, [par.source_host], [par.external_host_name]))
     kw: dict[str, Any] = {"aa": blocks.aa(), "machine": machine, "adaptive": claims.first_look(manifest)}
     extra = {"RW": [rt.get("RW", ""), wait_note(_kind(waits, "RW"), "FDW_local", "local"), steal],
              "RO": [rt.get("RO", ""), wait_note(_kind(waits, "RO"), "FDW_local", "local"), steal],
@@ -123,9 +121,8 @@ def _kind(waits: pd.DataFrame, kind: str) -> pd.DataFrame:
     return waits[waits.kind == kind] if len(waits) else waits
 
 
-def _external_where(manifest: dict[str, Any]) -> str:
-    par = manifest.get("parameters", {})
-    src, ext = par.get("source_host", "local"), par.get("external_host") or par.get("source_host", "local")
+def _external_where(manifest: dict[str, Any], par: Params) -> str:
+    src, ext = par.source_host, par.external_host_name
     if src == ext:
         return f"both instances on host {src}, as in the article (no network between them)"
     sep = placement.separate(manifest, [src], [ext])
@@ -201,10 +198,11 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
             reference_dir: str | Path) -> Analysis:
     run_dir = Path(run_dir)
     manifest, points, failed = result.read_run(run_dir, values=point_values)
-    baseline = manifest.get("parameters", {}).get("baseline", "local")
+    par = record.parameters(manifest, Params)
+    baseline = record.baseline(manifest, par.baseline)
     by = ["group", "kind", "clients", "variant"]
     ratios = effects.block_ratios(points, baseline, by=by, value="inv_tps").drop(columns=["inv_tps", "baseline"])
-    main = set(points[main_variant(points, manifest)].group)
+    main = set(points[main_variant(points, par)].group)
     summary = effects.summarise(ratios, by=[*by, "config"]).rename(columns={"config": "target"})
     tps = tables.tps_summary(points, ["group", "config"]).rename(columns={"config": "target"})
     incl = tables.tps_summary(points.assign(tps=points.tps_including), ["group", "config"]) \
@@ -216,22 +214,22 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     latency = tables.latency_table(run_dir, points, ["kind", "clients", "variant", "config"]) \
         .rename(columns={"config": "target"})
     rt, rsql = round_trips_table(run_dir), remote_sql_table(run_dir)
-    comparison = compare(ratios[ratios.group.isin(main)], Path(reference_dir), manifest, waits, rt,
+    comparison = compare(ratios[ratios.group.isin(main)], Path(reference_dir), manifest, par, waits, rt,
                          effects.steal_note(points))
     checks = json.loads((run_dir / "checks" / "checks.json").read_text()) \
         if (run_dir / "checks" / "checks.json").exists() else {}
-    metrics = headline(summary, comparison, manifest, failed, points, rt, checks)
-    a = Analysis(run_dir=run_dir, manifest=manifest, points=points, failed=failed, summary=summary, ratios=ratios,
-                 comparison=comparison, waits=waits, stalls=tables.stalls_table(points), metrics=metrics,
-                 latency=latency, round_trips=rt, remote_sql=rsql, checks=checks)
+    metrics = headline(summary, comparison, manifest, par, failed, points, rt, checks)
+    a = Analysis(run_dir=run_dir, manifest=manifest, params=par, points=points, failed=failed, summary=summary,
+                 ratios=ratios, comparison=comparison, waits=waits, stalls=tables.stalls_table(points),
+                 metrics=metrics, latency=latency, round_trips=rt, remote_sql=rsql, checks=checks)
     return a.finish(derived_dir, figures_dir, functools.partial(draw, reference_dir=Path(reference_dir)))
 
 
-def headline(summary: pd.DataFrame, comparison: pd.DataFrame, manifest: dict[str, Any], failed: pd.DataFrame,
-             points: pd.DataFrame, rt: pd.DataFrame, checks: dict[str, Any]) -> dict[str, Any]:
+def headline(summary: pd.DataFrame, comparison: pd.DataFrame, manifest: dict[str, Any], par: Params,
+             failed: pd.DataFrame, points: pd.DataFrame, rt: pd.DataFrame, checks: dict[str, Any]) -> dict[str, Any]:
     """The numbers ``dvc metrics show`` lists."""
     out = result.run_metrics(manifest, failed, comparison, points)
-    out["blocks"] = int(manifest.get("parameters", {}).get("blocks", 0))
+    out["blocks"] = par.blocks
     f = summary[summary.target != AA].dropna(subset=["factor"])
     out["overhead_factor"] = {g: {r.target: round(float(r.factor), 3) for r in gg.sort_values("target").itertuples()}
                               for g, gg in f.groupby("group")}

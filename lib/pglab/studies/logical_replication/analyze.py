@@ -24,10 +24,11 @@ from pglab.analysis.effects import AA, BlockEffects
 from pglab.analysis.waits import fig_waits, wait_note, wait_shares
 from pglab.analysis.window import pgbench_window
 from pglab.parsers.pgbench import parse_summary
-from pglab.runs.store import read_optional
+from pglab.runs import record
+from pglab.runs.reading import read_optional
 from pglab.studies.logical_replication.claims import CLOSE_BASELINE, CLOSE_SYSTEM, close_to_streaming, sustainable
 from pglab.studies.logical_replication.figures import LABELS, fig_catchup, fig_lag, fig_ratio, fig_sustainable
-from pglab.studies.logical_replication.params import SYSTEMS
+from pglab.studies.logical_replication.params import SYSTEMS, Params
 
 UNITS = {"sustainable_tps": "tx/s", "sustainable_tps_confirmed": "tx/s", "provider_tps": "tx/s",
          "transactions": "tx", "run_s": "s", "catchup_s": "s", "confirmed_s": "s", "latency_avg_ms": "ms",
@@ -100,12 +101,12 @@ def metric_summary(points: pd.DataFrame) -> pd.DataFrame:
                                                      "ci_high", "ci_method", "n"]]
 
 
-def system_table(manifest: dict[str, Any], points: pd.DataFrame, failed: pd.DataFrame) -> pd.DataFrame:
+def system_table(manifest: dict[str, Any], par: Params, points: pd.DataFrame, failed: pd.DataFrame) -> pd.DataFrame:
     """One row per system asked for: measured / skipped / setup failed, and its consistency verdict."""
     rows = []
     info = manifest.get("systems", {})
     failed = failed.assign(system=failed.config)
-    for name in [s for s in SYSTEMS if s in manifest["parameters"]["systems"]]:
+    for name in [s for s in SYSTEMS if s in par.systems]:
         i = info.get(name, {"status": "not reached (run interrupted)"})
         mine = points[points.config == name]
         ok = len(mine)
@@ -201,10 +202,9 @@ def _growth_rows(points: pd.DataFrame, ref: pd.DataFrame, noise: float, machine:
 
 
 def compare(points: pd.DataFrame, ratios: pd.DataFrame, reference_dir: Path, manifest: dict[str, Any],
-            waits: pd.DataFrame, baseline: str, steal: str = "") -> pd.DataFrame:
+            par: Params, waits: pd.DataFrame, baseline: str, steal: str = "") -> pd.DataFrame:
     """Published vs reproduced, one row per claim of the article, each from per-block ratios."""
     ref = reference(reference_dir)
-    par = manifest.get("parameters", {})
     par_adaptive = claims.first_look(manifest)  # the record as the run ended (claims.read_look)
     cpu = hardware.shared_cpu(manifest, "two i2.4xlarge instances of 16 vCPU each (provider; subscriber)",
                               "provider, subscriber, daemons and pgbench")
@@ -221,7 +221,7 @@ def compare(points: pd.DataFrame, ratios: pd.DataFrame, reference_dir: Path, man
     rows += _growth_rows(points, ref, noise, cpu, aa)
     four = ["streaming", "pglogical", "slony", "londiste"]
     claim = claims.direction("at the most clients: streaming > pglogical > Slony, Londiste", 1.0)
-    apart = placement.separate(manifest, [par.get("provider_host", "local")], [par.get("subscriber_host", "local")])
+    apart = placement.separate(manifest, [par.provider_host], [par.subscriber_host])
     if set(four) <= measured and apart:
         c_max = int(points.clients.max())
         v = {s: _per_block_value(points, s, c_max) for s in four}
@@ -241,26 +241,27 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
             reference_dir: str | Path) -> Analysis:
     run_dir = Path(run_dir)
     manifest, points, failed = result.read_run(run_dir, point_values)
-    baseline = manifest.get("plan", {}).get("baseline", "streaming")
+    par = record.parameters(manifest, Params)
+    baseline = record.baseline(manifest, par.baseline)
     ratios = effects.block_ratios(points, baseline, by=["group", "clients"], value="sustainable_tps")
     summary = effects.summarise(ratios, by=["clients", "config"]).rename(columns={"config": "system"})
     metrics_table = metric_summary(points)
-    systems = system_table(manifest, points, failed)
+    systems = system_table(manifest, par, points, failed)
     waits = wait_shares(run_dir, points, node="provider")
-    comparison = compare(points, ratios, Path(reference_dir), manifest, waits, baseline, effects.steal_note(points))
-    metrics = headline(metrics_table, summary, systems, manifest, failed, comparison)
-    a = Analysis(run_dir=run_dir, manifest=manifest, points=points, failed=failed, summary=summary, ratios=ratios,
-                 comparison=comparison, waits=waits, stalls=tables.stalls_table(points), metrics=metrics,
-                 systems=systems, lag=lag_table(run_dir, points), metric_summary=metrics_table)
+    comparison = compare(points, ratios, Path(reference_dir), manifest, par, waits, baseline,
+                         effects.steal_note(points))
+    metrics = headline(metrics_table, summary, systems, manifest, par, failed, comparison)
+    a = Analysis(run_dir=run_dir, manifest=manifest, params=par, points=points, failed=failed, summary=summary,
+                 ratios=ratios, comparison=comparison, waits=waits, stalls=tables.stalls_table(points),
+                 metrics=metrics, systems=systems, lag=lag_table(run_dir, points), metric_summary=metrics_table)
     return a.finish(derived_dir, figures_dir, functools.partial(draw, reference_dir=Path(reference_dir)))
 
 
 def headline(metrics_table: pd.DataFrame, summary: pd.DataFrame, systems: pd.DataFrame, manifest: dict[str, Any],
-             failed: pd.DataFrame, comparison: pd.DataFrame) -> dict[str, Any]:
+             par: Params, failed: pd.DataFrame, comparison: pd.DataFrame) -> dict[str, Any]:
     """The numbers ``dvc metrics show`` lists: per system at the largest client count."""
     out = result.run_metrics(manifest, failed, comparison)
-    out.update(measurement_share=manifest.get("measurement_share"),
-               blocks=int(manifest.get("parameters", {}).get("blocks", 0)))
+    out.update(measurement_share=manifest.get("measurement_share"), blocks=par.blocks)
     top = int(metrics_table.clients.max())
     at = metrics_table[metrics_table.clients == top].set_index(["system", "metric"])["median"]
     out["clients_max"] = top
@@ -281,8 +282,8 @@ def headline(metrics_table: pd.DataFrame, summary: pd.DataFrame, systems: pd.Dat
 
 def draw(a: Analysis, out: Path, reference_dir: Path) -> dict[str, list[Path]]:
     """The study's figures, each one function of the derived tables."""
-    made = {"sustainable_tps": fig_sustainable(a.metric_summary, a.points, a.manifest["parameters"]["run_seconds"],
-                                               out),
+    assert isinstance(a.params, Params)
+    made = {"sustainable_tps": fig_sustainable(a.metric_summary, a.points, a.params.run_seconds, out),
             "ratio_to_streaming": fig_ratio(a.summary, reference(reference_dir), out),
             "catchup": fig_catchup(a.metric_summary, a.points, out), "lag_over_time": fig_lag(a.points, a.lag, out),
             "published_vs_reproduced": tables.fig_comparison(

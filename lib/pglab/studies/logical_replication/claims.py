@@ -19,7 +19,7 @@ from pglab.analysis import claims, effects
 from pglab.analysis.claims import Claim
 from pglab.analysis.window import measured_points
 from pglab.parsers.pgbench import parse_summary
-from pglab.runs.store import read_optional
+from pglab.runs.reading import read_optional
 
 #: the system whose claim added blocks can decide, and the baseline it is compared with
 CLOSE_SYSTEM = "pglogical"

@@ -118,7 +118,9 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
                 if pair is None:
                     why = store.manifest["systems"][planned.config]["reason"]
                     return f"{planned.config} could not be set up: {why}"
-                point.meta.update(system=planned.config, run_seconds=p.run_seconds, generation=pair.generation)
+                # warmup_s: the cut the analysis takes from -P 1 progress (format 1 runs lacked it: runs.formats)
+                point.meta.update(system=planned.config, run_seconds=p.run_seconds, warmup_s=p.warmup_s,
+                                  generation=pair.generation)
                 return None
 
             def measure(planned: Planned, point: Point, watch: Watch) -> str | None:

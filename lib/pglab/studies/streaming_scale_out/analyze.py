@@ -21,8 +21,9 @@ from pglab.analysis import claims, effects, hardware, placement, result, tables
 from pglab.analysis.effects import AA, BlockEffects
 from pglab.analysis.waits import fig_waits, wait_shares
 from pglab.analysis.window import pgbench_window
+from pglab.runs import record
 from pglab.studies.streaming_scale_out.figures import fig_lag, fig_reads, fig_rows, first_points
-from pglab.studies.streaming_scale_out.params import MODES
+from pglab.studies.streaming_scale_out.params import MODES, Params
 
 ARTICLE = ("article 004: 3 Azure D8 VMs (8 cores, 32 GB), 8 clients, 4000 devices x 3 days (about 100M rows), "
            "PostgreSQL and TimescaleDB")
@@ -234,7 +235,8 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
             reference_dir: str | Path) -> Analysis:
     run_dir = Path(run_dir)
     manifest, points, failed = result.read_run(run_dir, values=point_values)
-    baseline = manifest.get("parameters", {}).get("baseline", "none")
+    par = record.parameters(manifest, Params)
+    baseline = record.baseline(manifest, par.baseline)
     parts = []
     for kind, base in (("insert", baseline), ("read", "n1")):
         p = points[points.kind == kind]
@@ -250,9 +252,9 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     comparison = compare(ratios, manifest, effects.steal_note(points))
     checks = {"timescaledb": manifest.get("timescaledb", {}), "read_checks": manifest.get("read_checks", {}),
               "counts_equal": _counts_equal(run_dir)}
-    metrics = headline(summary, comparison, manifest, failed, points, checks)
-    a = Analysis(run_dir=run_dir, manifest=manifest, points=points, failed=failed, summary=summary, ratios=ratios,
-                 comparison=comparison, waits=wait_shares(run_dir, points[points.kind == "insert"]),
+    metrics = headline(summary, comparison, manifest, par, failed, points, checks)
+    a = Analysis(run_dir=run_dir, manifest=manifest, params=par, points=points, failed=failed, summary=summary,
+                 ratios=ratios, comparison=comparison, waits=wait_shares(run_dir, points[points.kind == "insert"]),
                  stalls=tables.stalls_table(points), metrics=metrics, lag=lag_table(run_dir, points),
                  reads=reads_table(run_dir, points, summary), checks=checks)
     return a.finish(derived_dir, figures_dir, draw)
@@ -268,12 +270,11 @@ def _counts_equal(run_dir: Path) -> bool | None:
     return all(seen) if seen else None
 
 
-def headline(summary: pd.DataFrame, comparison: pd.DataFrame, manifest: dict[str, Any], failed: pd.DataFrame,
-             points: pd.DataFrame, checks: dict[str, Any]) -> dict[str, Any]:
+def headline(summary: pd.DataFrame, comparison: pd.DataFrame, manifest: dict[str, Any], par: Params,
+             failed: pd.DataFrame, points: pd.DataFrame, checks: dict[str, Any]) -> dict[str, Any]:
     """The numbers ``dvc metrics show`` lists."""
-    par = manifest.get("parameters", {})
     out = result.run_metrics(manifest, failed, comparison, points)
-    out.update(blocks=int(par.get("blocks", 0)), read_blocks=int(par.get("read_blocks", 0)))
+    out.update(blocks=par.blocks, read_blocks=par.read_blocks)
     s = summary[summary.config != AA]
     ins, rd = s[s.kind == "insert"], s[s.kind == "read"]
     out["rows_per_s"] = {g: {r.config: round(float(r.rate_median), 1) for r in gg.itertuples()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,9 +21,11 @@ from pglab.analysis.effects import AA, BlockEffects
 from pglab.analysis.waits import fig_waits, wait_note, wait_shares
 from pglab.parsers.fsync import parse_pg_test_fsync
 from pglab.parsers.pgbench import parse_init
-from pglab.runs.store import read_optional
+from pglab.runs import record
+from pglab.runs.reading import read_meta, read_optional
 from pglab.studies.synchronous_commit import claims as sc_claims
 from pglab.studies.synchronous_commit.figures import LEVEL_ORDER, fig_ratio, fig_standby_reads, fig_tps_by_clients
+from pglab.studies.synchronous_commit.params import Params
 
 
 @dataclass(kw_only=True)
@@ -50,12 +51,11 @@ def reference_ratios(reference_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     return ref, reads
 
 
-def reads_separated(manifest: dict[str, Any]) -> tuple[bool, str]:
+def reads_separated(manifest: dict[str, Any], par: Params) -> tuple[bool, str]:
     """Whether the standby-read claim can be judged: the primary (and its writer) and the standby (and
     its reader) on different machines. Otherwise they share the CPU, and load on one slows the other."""
-    par = manifest.get("parameters", {})
-    primary, standby = par.get("primary_host", "local"), par.get("standby_host", "local")
-    clients = [par["client_host"]] if par.get("client_host") else []
+    primary, standby = par.primary_host, par.standby_host
+    clients = [par.client_host] if par.client_host else []
     if placement.separate(manifest, [primary, *clients], [standby, *clients]):
         return True, f"primary ({primary}) and standby ({standby}) ran on different machines"
     where = (f"one machine ({primary})" if primary == standby else
@@ -67,7 +67,7 @@ def reads_separated(manifest: dict[str, Any]) -> tuple[bool, str]:
 
 
 def compare(a_ratios: pd.DataFrame, reads: pd.DataFrame, reference_dir: Path, fsync: dict[str, Any] | None,
-            manifest: dict[str, Any], waits: pd.DataFrame, steal: str = "") -> pd.DataFrame:
+            manifest: dict[str, Any], par: Params, waits: pd.DataFrame, steal: str = "") -> pd.DataFrame:
     """Published vs reproduced, one row per claim of the article, each with its rule, interval and verdict."""
     ref, ref_reads = reference_ratios(reference_dir)
     per_block = BlockEffects.of(a_ratios)  # block x level: geometric mean over client counts
@@ -90,10 +90,9 @@ def compare(a_ratios: pd.DataFrame, reads: pd.DataFrame, reference_dir: Path, fs
     if len(reads):
         pub = float(ref_reads[ref_reads.primary_load == "loaded"].tps.mean()
                     / ref_reads[ref_reads.primary_load == "idle"].tps.mean())
-        separated, why = reads_separated(manifest)
-        par = manifest.get("parameters", {})
+        separated, why = reads_separated(manifest, par)
         apart = hardware.separate_machines(
-            manifest, [par.get("primary_host", "local"), par.get("standby_host", "local")],
+            manifest, [par.primary_host, par.standby_host],
             "a master and a slave, each its own machine", "the standby on a machine of its own (`standby_host`)")
         rows.append(claims.comparison_row(
             dataclasses.replace(sc_claims.READS, published=pub), reads[reads.config == "loaded"].ratio,
@@ -114,7 +113,8 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
             reference_dir: str | Path) -> Analysis:
     run_dir = Path(run_dir)
     manifest, points, failed = result.read_run(run_dir, nodes={"write": "primary", "read": "standby"})
-    baseline = manifest.get("parameters", {}).get("baseline", "on")
+    par = record.parameters(manifest, Params)
+    baseline = record.baseline(manifest, par.baseline)
     writes = points[points.kind == "write"]
     ratios = effects.block_ratios(writes, baseline, by=["group", "clients"], value="tps")
     summary = effects.summarise(ratios, by=["clients", "config"]).rename(columns={"config": "level"})
@@ -123,26 +123,25 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     reads = effects.block_ratios(points[points.kind == "read"], "idle", by=["group"], value="tps") \
         if (points.kind == "read").any() else pd.DataFrame(columns=["block", "group", "config", "ratio"])
     fsync = None
-    if (run_dir / "fsync" / "stdout.txt").exists() and json.loads((run_dir / "fsync" / "meta.json").read_text())[
-            "status"] == "ok":
+    if (run_dir / "fsync" / "stdout.txt").exists() and read_meta(run_dir / "fsync", manifest)["status"] == "ok":
         fsync = parse_pg_test_fsync((run_dir / "fsync" / "stdout.txt").read_text())
     init = parse_init(read_optional(run_dir / "init", "stderr.txt")) if (run_dir / "init").exists() else {}
     waits = wait_shares(run_dir, points, node="primary")
     latency = tables.latency_table(run_dir, points[points.kind == "write"], ["config", "clients"]) \
         .rename(columns={"config": "level"})
-    comparison = compare(ratios, reads, Path(reference_dir), fsync, manifest, waits, effects.steal_note(points))
-    metrics = headline(summary, comparison, fsync, init, manifest, failed, points)
-    a = Analysis(run_dir=run_dir, manifest=manifest, points=points, failed=failed, summary=summary, ratios=ratios,
-                 comparison=comparison, waits=waits, stalls=tables.stalls_table(points), metrics=metrics,
-                 fsync=fsync, latency=latency, reads=reads)
+    comparison = compare(ratios, reads, Path(reference_dir), fsync, manifest, par, waits, effects.steal_note(points))
+    metrics = headline(summary, comparison, fsync, init, manifest, par, failed, points)
+    a = Analysis(run_dir=run_dir, manifest=manifest, params=par, points=points, failed=failed, summary=summary,
+                 ratios=ratios, comparison=comparison, waits=waits, stalls=tables.stalls_table(points),
+                 metrics=metrics, fsync=fsync, latency=latency, reads=reads)
     return a.finish(derived_dir, figures_dir, functools.partial(draw, reference_dir=Path(reference_dir)))
 
 
 def headline(summary: pd.DataFrame, comparison: pd.DataFrame, fsync: dict[str, Any] | None, init: dict[str, Any],
-             manifest: dict[str, Any], failed: pd.DataFrame, points: pd.DataFrame) -> dict[str, Any]:
+             manifest: dict[str, Any], par: Params, failed: pd.DataFrame, points: pd.DataFrame) -> dict[str, Any]:
     """The numbers ``dvc metrics show`` lists."""
     out = result.run_metrics(manifest, failed, comparison, points)
-    out["blocks"] = int(manifest.get("parameters", {}).get("blocks", 0))
+    out["blocks"] = par.blocks
     w = summary.dropna(subset=["tps_median"])
     if len(w):
         top = int(w.clients.max())
