@@ -142,7 +142,8 @@ def test_the_password_is_in_no_file_of_the_run(smoke_run: Path, tmp_path: Path) 
 
 def test_a_second_run_keeps_the_first(smoke_run: Path) -> None:
     """Runs are archived side by side; publishing the new one replaces only the pipeline's copy."""
-    from pglab.runs.store import pipeline_dir, publish
+    from pglab.runs.reading import pipeline_dir
+    from pglab.runs.store import publish
 
     data = smoke_run.parents[2]
     before = {p: p.read_bytes() for p in smoke_run.rglob("*") if p.is_file()}

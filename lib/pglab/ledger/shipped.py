@@ -21,7 +21,7 @@ import yaml
 
 from pglab.ledger import book
 from pglab.ledger.backend import Ledger
-from pglab.runs.record import MANIFEST, check
+from pglab.runs.record import MANIFEST, check, migrate
 from pglab.runs.writing import git_revision
 from pglab.studies import STUDIES, module
 
@@ -31,7 +31,7 @@ def _content(remote: Path, md5: str) -> Path:
 
 
 def remote_runs(remote: str | Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(``.dir`` hash, checked manifest) of every run in a DVC remote, oldest run first."""
+    """(``.dir`` hash, checked manifest in today's format) of every run in a DVC remote, oldest run first."""
     remote = Path(remote)
     found = []
     for listing in sorted((remote / "files" / "md5").glob("*/*.dir")):
@@ -43,7 +43,7 @@ def remote_runs(remote: str | Path) -> Iterator[tuple[str, dict[str, Any]]]:
         if manifest is None or not _content(remote, manifest).exists():
             continue
         path = _content(remote, manifest)
-        data = check(json.loads(path.read_text()), path)
+        data = migrate(check(json.loads(path.read_text()), path))  # read as today's format (runs.formats)
         found.append((listing.parent.name + listing.name.removesuffix(".dir") + ".dir", data))
     yield from sorted(found, key=lambda x: (str(x[1].get("start")), x[1]["run_id"]))
 
