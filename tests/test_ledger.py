@@ -619,3 +619,25 @@ def test_rebuild_makes_the_same_ledger_from_the_run_folders(tmp_path: Path) -> N
         after = dump(L)
     assert {t: after[t] for t in before} == before  # today's analysis of the run is the shipped one
     assert not list(tmp_path.glob("*.rebuilding"))
+
+
+def test_a_resumed_run_replaces_its_interrupted_record_in_any_order(tmp_path: Path) -> None:
+    """A run interrupted, added, then resumed and added again: the ledger keeps the later record (its status and
+    end), whichever ledger saw which first; its DVC hash, once known, stays."""
+    done = manifest_of("cloud_providers")
+    cut = {**copy.deepcopy(done), "status": "interrupted", "end": "2000-01-01T00:00:00+00:00"}
+    for order, name in (((cut, done), "a"), ((done, cut), "b")):
+        with open_sqlite(tmp_path / f"{name}.sqlite") as L:
+            with L.transaction():
+                book.add_run(L, order[0], dvc_hash="abc.dir" if order[0] is cut else None)
+                assert book.add_run(L, order[1]) is False
+            row = book.runs(L).iloc[0]
+            assert (row["status"], row["ended"], row["dvc_hash"]) == ("complete", done["end"], "abc.dir" if
+                                                                       name == "a" else None)
+    with open_sqlite(tmp_path / "c.sqlite") as L:
+        with L.transaction():
+            book.add_run(L, cut, dvc_hash="abc.dir")
+        with open_sqlite(tmp_path / "b.sqlite") as other:
+            book.merge(L, other)
+        row = book.runs(L).iloc[0]
+        assert (row["status"], row["dvc_hash"]) == ("complete", "abc.dir")

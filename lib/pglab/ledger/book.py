@@ -35,16 +35,26 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _put_runs(ledger: Ledger, records: list[dict[str, Any]]) -> None:
+    """Runs added; a known run's row replaced only by a later record of it (a resumed run ends later than its
+    interrupted self), so that adding and merging in any order keep the latest; a DVC hash is never lost."""
+    cols, _ = TABLES["runs"]
+    update = ", ".join(f"{c} = COALESCE(excluded.{c}, runs.{c})" if c == "dvc_hash" else f"{c} = excluded.{c}"
+                       for c in cols if c != "run_id")
+    ledger.executemany(f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) "
+                       f"ON CONFLICT (run_id) DO UPDATE SET {update} "
+                       "WHERE COALESCE(excluded.ended, '') > COALESCE(runs.ended, '') "
+                       "OR (runs.dvc_hash IS NULL AND excluded.dvc_hash IS NOT NULL)",
+                       [[r.get(c) for c in cols] for r in records])
+
+
 def add_run(ledger: Ledger, manifest: dict[str, Any], *, dvc_hash: str | None = None) -> bool:
-    """The run and its machine (a checked manifest); True if the run was new. A known run gains a DVC hash it
-    lacked (the pipeline's copy of a run learns it after ``dvc commit``), nothing else changes."""
+    """The run and its machine (a checked manifest); True if the run was new. A known run is updated by a later
+    record of it (resumed), and gains a DVC hash it lacked (the pipeline's copy learns it after ``dvc commit``)."""
     run = rows.run(manifest, dvc_hash)
-    known = ledger.query("SELECT dvc_hash FROM runs WHERE run_id = ?", (run["run_id"],))
+    known = ledger.query("SELECT 1 FROM runs WHERE run_id = ?", (run["run_id"],))
     _insert(ledger, "machines", [rows.machine(manifest)])
-    if not known:
-        _insert(ledger, "runs", [run])
-    elif dvc_hash and not known[0][0]:
-        ledger.execute("UPDATE runs SET dvc_hash = ? WHERE run_id = ?", (dvc_hash, run["run_id"]))
+    _put_runs(ledger, [run])
     return not known
 
 
@@ -105,11 +115,7 @@ def merge(into: Ledger, other: Ledger) -> dict[str, int]:
         _insert(into, "machines", _records(other, "SELECT * FROM machines"))
         known = {r[0] for r in into.query("SELECT run_id FROM runs")}
         theirs = _records(other, "SELECT * FROM runs")
-        _insert(into, "runs", theirs)
-        for r in theirs:
-            if r["dvc_hash"]:
-                into.execute("UPDATE runs SET dvc_hash = ? WHERE run_id = ? AND dvc_hash IS NULL",
-                             (r["dvc_hash"], r["run_id"]))
+        _put_runs(into, theirs)
         counts["runs"] = sum(r["run_id"] not in known for r in theirs)
         for a in _records(other, "SELECT * FROM analyses"):
             p = _records(other, "SELECT * FROM points WHERE run_id = ?", (a["run_id"],))
