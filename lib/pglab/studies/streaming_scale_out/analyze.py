@@ -147,14 +147,14 @@ def reads_table(run_dir: Path, points: pd.DataFrame, summary: pd.DataFrame) -> p
     rd = points[(points.kind == "read") & (points["copy"] == 1)]
     if rd.empty:
         return pd.DataFrame(columns=READ_COLUMNS)
-    from pglab.parsers.txlog import merged_percentiles
+    from pglab.parsers.txlog import latency_sources, merged_percentiles
 
     rows = []
     sp = summary[summary.kind == "read"].set_index(["group", "config"])
     for (lay, q, n), g in rd.groupby(["layout", "query_type", "nodes"], sort=True):
         med, lo, hi, _ = effects.interval(g.qps.to_numpy())
         per = pd.DataFrame([json.loads(v) for v in g.per_node_qps]).median().round(1).to_dict()
-        paths = sorted(str(f) for p in g.point for f in (Path(run_dir) / p).glob("txlog_*/pgbench_log*"))
+        paths = sorted(str(f) for p in g.point for d in (Path(run_dir) / p).glob("txlog_*") for f in latency_sources(d))
         pct = merged_percentiles(paths, qs=(50, 95, 99)) if paths else {}
         key = (f"{lay}-{q}", f"n{int(n)}")
         s = sp.loc[key] if key in sp.index else None
