@@ -230,7 +230,7 @@ EDITS = [
                                                          "collect@logical_replication"}),
     ("lib/pglab/studies/fdw_overhead/claims.py", {"analyze@fdw_overhead", "collect@fdw_overhead"}),
     ("lib/pglab/hosts/lab/__init__.py", set()),  # the lab: only `pglab lab` and tests run it
-    ("lib/pglab/analysis/figures.py", {"analyze@{s}"}),
+    ("lib/pglab/analysis/figures.py", {"analyze@{s}", "history"}),  # the history page draws with its style
     ("lib/pglab/studies/synchronous_commit/figures.py", {"analyze@synchronous_commit"}),
     ("lib/pglab/app/cli.py", set()),
     ("notebooks/fdw_overhead.ipynb", {"analyze@fdw_overhead"}),
