@@ -9,6 +9,8 @@ TEST_WORKERS ?= 4
 ## make repro: every study at its default profile on this machine, figures at the end
 repro: setup
 	dvc repro --force
+	@python -m pglab.app.cli ledger add   # your runs into your ledger (data/ledger.sqlite), beside the shipped ones
+	@python -m pglab.app.history          # reports/history.html: the shipped runs and yours, claim by claim
 	@python -m pglab.app.summary
 	@python -m pglab.app.docs_verdicts
 

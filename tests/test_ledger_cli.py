@@ -71,3 +71,25 @@ def test_refusals_are_one_line_and_exit_2(ledger: Path, args: list[str], says: s
     assert main(["ledger", *args, "--ledger", str(ledger)]) == 2
     err = capsys.readouterr().err
     assert says in err and "Traceback" not in err and "s3cret" not in err
+
+
+def test_your_ledger_takes_in_the_reference_and_never_writes_it(ledger: Path, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """The default ledger is yours (``<data-root>/ledger.sqlite``): reading it takes in the shipped runs of
+    ``<data-root>/ledger/reference.sqlite`` beside yours; nothing you run writes the reference."""
+    data = tmp_path / "data"
+    (data / "ledger").mkdir(parents=True)
+    ref = data / "ledger" / "reference.sqlite"
+    shutil.copy(ledger, ref)
+    before = ref.read_bytes()
+    mine = tmp_path / "20261202T000000Z-def456"
+    shutil.copytree(RAW / "cloud_providers", mine)
+    m = json.loads((mine / "manifest.json").read_text())
+    (mine / "manifest.json").write_text(json.dumps({**m, "run_id": mine.name}))
+    assert main(["ledger", "add", str(mine), "--data-root", str(data)]) == 0
+    assert main(["ledger", "list", "--data-root", str(data)]) == 0
+    out = capsys.readouterr().out
+    assert mine.name in out and "20261201T000000Z-abc123" in out  # yours beside the shipped
+    assert ref.read_bytes() == before
+    with Ledger(data / "ledger.sqlite") as L:
+        assert len(book.runs(L)) == 7

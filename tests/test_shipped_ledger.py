@@ -1,8 +1,9 @@
-"""The shipped ledger (``data/ledger.sqlite``) is what the repository's DVC remote gives.
+"""The shipped (reference) ledger (``data/ledger/reference.sqlite``) is what the repository's DVC remote gives.
 
 Every run the in-repository remote holds is in it, linked by its DVC hash, and its claims are what today's
 analysis says of that run: re-analysing one from the remote gives the ledger's rows. When an analysis
-changes, ``pglab ledger import-dvc --reanalyse`` (about 3 minutes) brings the ledger up to date.
+changes, ``pglab ledger import-dvc --reanalyse --ledger data/ledger/reference.sqlite`` (about 3 minutes) brings
+the ledger up to date.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from conftest import REPO
 from pglab.ledger import book, rows, shipped
 from pglab.ledger.backend import Ledger
 
-LEDGER = REPO / "data" / "ledger.sqlite"
+LEDGER = REPO / "data" / "ledger" / "reference.sqlite"
 REMOTE = REPO / "data" / "dvc-remote"
 
 
@@ -55,4 +56,5 @@ def test_the_ledger_claims_are_todays_analysis_of_the_remote_run(study: str, tmp
         for a, b in zip(held[col], now[col], strict=True):
             same = (a is None or (isinstance(a, float) and math.isnan(a))) and pd.isna(b) or a == b
             assert same, (f"{study} {manifest['run_id']}: the ledger's {col} {a!r} is not today's analysis {b!r}; "
-                          "run `pglab ledger import-dvc --reanalyse` and commit data/ledger.sqlite")
+                          "run `pglab ledger import-dvc --reanalyse --ledger data/ledger/reference.sqlite`, "
+                          "and commit it")

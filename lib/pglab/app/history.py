@@ -28,7 +28,7 @@ from pglab.analysis import figures
 from pglab.app import exits, report
 from pglab.errors import UserError
 from pglab.ledger import book
-from pglab.ledger.backend import Ledger, location
+from pglab.ledger.backend import Ledger, is_yours, location, sqlite_path
 from pglab.studies import STUDIES
 
 VIEWPORT = '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -369,17 +369,20 @@ def write(ledger: Ledger, out: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m pglab.app.history", description=__doc__.split("\n\n")[0])
-    p.add_argument("--ledger", help="the ledger: a SQLite file or postgresql://user@host/db "
-                                    "(default $PGLAB_LEDGER, else data/ledger.sqlite)")
+    p.add_argument("--ledger", help="the ledger: a SQLite file or postgresql://user@host/db (default "
+                                    "$PGLAB_LEDGER, else yours, data/ledger.sqlite, with the shipped runs beside "
+                                    "yours; the pipeline's history stage draws data/ledger/reference.sqlite alone)")
     p.add_argument("--out", type=Path, default=Path("reports/history.html"), help="the page to write")
     a = p.parse_args(argv)
 
     def run(a: argparse.Namespace) -> int:
         url = location(a.ledger)
-        path = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else url.removeprefix("sqlite:")
-        if not url.startswith(("postgresql://", "postgres://")) and not Path(path).exists():
+        if not is_yours(a.ledger) and not url.startswith(("postgresql://", "postgres://")) \
+                and not sqlite_path(url).exists():
             raise UserError(f"ledger {url}: no such file (pglab ledger add fills one)")
         with Ledger(url) as ledger:
+            if is_yours(a.ledger):
+                book.with_reference(ledger)
             print(write(ledger, a.out))
         return 0
 

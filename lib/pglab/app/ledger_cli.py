@@ -20,12 +20,13 @@ from pglab.app.comparable import find_run
 from pglab.app.spread import MIXED, OPPOSITE, STABLE, format_table, spread_table
 from pglab.errors import UserError
 from pglab.ledger import book, rows, shipped
-from pglab.ledger.backend import ENV, Ledger, location, sqlite_path
+from pglab.ledger.backend import ENV, Ledger, is_yours, location, sqlite_path
 from pglab.runs.record import MANIFEST, RUN_FOLDER, ManifestError
 from pglab.runs.writing import git_revision
 from pglab.studies import STUDIES
 
-LEDGER_HELP = f"the ledger: a SQLite file or postgresql://user@host/db (default ${ENV}, else <data-root>/ledger.sqlite)"
+LEDGER_HELP = (f"the ledger: a SQLite file or postgresql://user@host/db (default ${ENV}, else yours, "
+               "<data-root>/ledger.sqlite, with the shipped runs of <data-root>/ledger/reference.sqlite beside yours)")
 SHORT = {"held": "held", "did not hold": "not", "not measurable here": "n.a.", "not resolvable here": "n.r."}
 
 
@@ -217,7 +218,10 @@ def cmd_history(a: argparse.Namespace, ledger: Ledger) -> int:
 
 
 def cmd_ledger(a: argparse.Namespace) -> int:
+    """The command on the ledger named, or on yours; reading yours, the shipped runs are taken in first."""
     with Ledger(a.ledger, a.data_root) as ledger:
+        if a.ledger_func in (cmd_list, cmd_show, cmd_compare, cmd_history) and is_yours(a.ledger):
+            book.with_reference(ledger, a.data_root)
         return int(a.ledger_func(a, ledger))
 
 

@@ -55,7 +55,6 @@ STAGES = {
     # papermill runs the notebook (pglab.app.notebook: the study's params and analyze modules), then
     # `python -m pglab.app.report <study>` writes its report with the study's question
     "analyze": Runs(("pglab.app.report",), parts=("params", "analyze", "declaration"), notebook=True),
-    "ledger": Runs(("pglab.ledger.shipped",)),
     "history": Runs(("pglab.app.history",), every_study=("declaration",)),  # each study's question
     "report_index": Runs(("pglab.app.report",), every_study=("declaration",)),
 }
@@ -223,7 +222,7 @@ def analyze_stage() -> list[str]:
 
 def single_stage(name: str, comment: str, data: list[str], outs: list[str]) -> list[str]:
     module = STAGES[name].modules[0]
-    args = " --index" if name == "report_index" else ""
+    args = {"report_index": " --index", "history": " --ledger data/ledger/reference.sqlite"}.get(name, "")
     return [*(f"  # {c}" for c in comment.splitlines()), f"  {name}:", f"    cmd: python -m {module}{args}",
             "    deps:", *lines(6, data),
             *lines(6, listed(stage_files(name)), f"exactly what `python -m {module}` imports (tests/test_dvc_deps.py)"),
@@ -232,20 +231,14 @@ def single_stage(name: str, comment: str, data: list[str], outs: list[str]) -> l
 
 def last_stages() -> list[str]:
     manifests = [f"data/raw/{s}/manifest.json" for s in STUDIES]
-    ledger = single_stage(
-        "ledger",
-        "each study's published run and its analysis join the ledger (data/ledger.sqlite, kept in git), which keeps\n"
-        "every run before them: `persist` so that DVC never deletes it before the stage runs, `cache: false` so that\n"
-        'git holds it (README, "The ledger")',
-        [*manifests, *(f"data/derived/{s}/{t}" for s in STUDIES for t in ("comparison.csv", "points.csv"))],
-        ["      - data/ledger.sqlite:", "          cache: false", "          persist: true"])
     history = single_stage(
-        "history", "reports/history.html: per claim every run's value and interval over time, by machine and "
-        "PostgreSQL build", ["data/ledger.sqlite"], ["      - reports/history.html"])
+        "history", "reports/history.html: per claim every shipped run's value and interval over time, by machine and\n"
+        "PostgreSQL build, from the reference ledger (in git; `pglab ledger import-dvc` adds each shipped run to it)",
+        ["data/ledger/reference.sqlite"], ["      - reports/history.html"])
     index = single_stage(
         "report_index", "every study on one page: their verdicts, runs, machine, PostgreSQL version and date, with "
         "links", [*manifests, *(f"data/derived/{s}/comparison.csv" for s in STUDIES)], ["      - reports/index.html"])
-    return [*ledger, *history, *index]
+    return [*history, *index]
 
 
 def plots() -> list[str]:

@@ -1,6 +1,9 @@
 """Where a ledger lives: a SQLite file (the default, nothing to set up) or a PostgreSQL database (a team's).
 
 A location is a path (``data/ledger.sqlite``), ``sqlite:///abs/path`` or ``postgresql://user@host/db``.
+Two ledgers matter in a checkout: the **reference** (``data/ledger/reference.sqlite``, in git: the runs the
+repository shipped, written only by whoever ships runs) and **yours** (``data/ledger.sqlite``, ignored by git:
+what your commands add), which starts as a copy of the reference and takes in its new runs whenever it is read.
 A PostgreSQL URL never carries a password (it would land in shell history, ``ps`` and logs): libpq reads
 it from ``~/.pgpass`` or ``PGPASSFILE``, as pglab's own servers do. The SQL the ledger sends is written
 once, with ``?`` placeholders; for psycopg they become ``%s``.
@@ -19,13 +22,22 @@ from urllib.parse import urlsplit
 from pglab.errors import UserError
 from pglab.ledger.schema import SCHEMA_VERSION, ddl
 
-DEFAULT = "data/ledger.sqlite"
 ENV = "PGLAB_LEDGER"
+REFERENCE = Path("ledger") / "reference.sqlite"  # under the data root
 
 
 def location(url: str | None = None, data_root: str | Path = "data") -> str:
-    """The ledger named by ``url``, else by ``$PGLAB_LEDGER``, else ``<data_root>/ledger.sqlite``."""
+    """The ledger named by ``url``, else by ``$PGLAB_LEDGER``, else yours: ``<data_root>/ledger.sqlite``."""
     return url or os.environ.get(ENV) or str(Path(data_root) / "ledger.sqlite")
+
+
+def is_yours(url: str | None, data_root: str | Path = "data") -> bool:
+    """Whether ``url`` leaves the choice to the default: your ledger, which takes in the reference's runs."""
+    return not url and not os.environ.get(ENV)
+
+
+def reference(data_root: str | Path = "data") -> Path:
+    return Path(data_root) / REFERENCE
 
 
 def sqlite_path(url: str) -> Path:

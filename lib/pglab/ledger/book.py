@@ -17,7 +17,7 @@ import pandas as pd
 
 from pglab.errors import UserError
 from pglab.ledger import rows
-from pglab.ledger.backend import Ledger, location
+from pglab.ledger.backend import Ledger, is_yours, location, reference
 from pglab.ledger.schema import TABLES
 from pglab.runs.writing import git_revision
 
@@ -167,10 +167,23 @@ def points(ledger: Ledger, run_id: str) -> pd.DataFrame:
     return frame(ledger, "SELECT * FROM points WHERE run_id = ? ORDER BY point", (run_id,))
 
 
+def with_reference(ledger: Ledger, data_root: str | Path = "data") -> Ledger:
+    """Your ledger with the reference's runs taken in (a merge: idempotent, a second of work when nothing is
+    new), so that what you read puts your runs beside the shipped ones; the reference itself is only read."""
+    ref = reference(data_root)
+    if ref.is_file() and Path(ledger.url).resolve() != ref.resolve():
+        with Ledger(str(ref)) as shipped:
+            merge(ledger, shipped)
+    return ledger
+
+
 def load(url: str | None = None, data_root: str | Path = "data", study: str | None = None
          ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(runs, claims) of a ledger as DataFrames, for a notebook: ``runs, claims = book.load()``."""
+    """(runs, claims) of a ledger as DataFrames, for a notebook: ``runs, claims = book.load()`` (yours, with the
+    shipped runs beside yours, unless ``url`` or ``$PGLAB_LEDGER`` names another)."""
     with Ledger(url, data_root) as ledger:
+        if is_yours(url):
+            with_reference(ledger, data_root)
         return runs(ledger, study), claims(ledger, study)
 
 

@@ -155,21 +155,3 @@ def _locked(dir_hash: str | None, run: Path, repo: Path) -> bool:
         return md5 == hashlib.md5((run / MANIFEST).read_bytes()).hexdigest()
     return False
 
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m pglab.ledger.shipped``: the pipeline's ``ledger`` stage, each study's published run and its
-    analysis added to the ledger (``$PGLAB_LEDGER``, else ``data/ledger.sqlite``), which keeps every run before."""
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m pglab.ledger.shipped", description=main.__doc__)
-    ap.add_argument("--ledger", help="the ledger (default $PGLAB_LEDGER, else <data-root>/ledger.sqlite)")
-    ap.add_argument("--data-root", default="data")
-    a = ap.parse_args(argv)
-    with Ledger(a.ledger, a.data_root) as ledger:
-        for d in add_pipeline(ledger, a.data_root, Path(a.data_root).resolve().parent / "dvc.lock"):
-            print(f"{d['study']}: run {d['run_id']} {'added' if d['new'] else 'known'}, analysis {d['analysis']}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
