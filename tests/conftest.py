@@ -64,6 +64,21 @@ def pulled_runs(*studies: str) -> None:
         assert (REPO / "data" / "raw" / s / "manifest.json").exists(), f"dvc pull did not restore the {s} run"
 
 
+def pulled_analyses(*studies: str) -> None:
+    """The shipped runs of ``studies`` and their analyses (data/derived, the reports and figures: the analyze
+    stages' outputs), pulled from the in-repo remote where a fresh clone lacks them, under the same lock."""
+    pulled_runs(*studies)
+    with open(REPO / ".dvc" / "tmp" / "pglab-test-pull.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        missing = [s for s in studies if not (REPO / "data" / "derived" / s / "comparison.csv").exists()]
+        if missing:
+            dvc = Path(sys.executable).parent / "dvc"
+            subprocess.run([str(dvc), "pull", "-q", *(f"analyze@{s}" for s in missing)], cwd=REPO, check=True,
+                           timeout=600, capture_output=True)
+    for s in studies:
+        assert (REPO / "data" / "derived" / s / "comparison.csv").exists(), f"dvc pull did not restore {s}'s analysis"
+
+
 _NBVAL_ROOT = pytest.StashKey[Path]()
 
 

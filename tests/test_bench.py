@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, pulled_runs, workspaces
+from conftest import REPO, pulled_analyses, pulled_runs, workspaces
 from pglab.studies import STUDIES
 
 SCRIPTS = sorted(p.name for p in (REPO / "bench").glob("*.py") if p.name not in ("common.py", "tiny.py"))
@@ -32,7 +32,7 @@ def test_a_tiny_run_prints_its_figures(script: str, tmp_path: Path) -> None:
         pulled_runs("cloud_providers")
         extra = ["--data-root", str(REPO / "data")]
     elif script == "ledger_add.py":  # it copies the five shipped runs' records (a fresh clone pulls them first)
-        pulled_runs(*STUDIES)
+        pulled_analyses(*STUDIES)
         extra = ["--data-root", str(REPO / "data")]
     elif script == "raw_size.py":  # it sizes the five shipped runs' raw files (read only; thinned in a temp copy)
         pulled_runs(*STUDIES)

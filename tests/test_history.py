@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 from browser import open_page
-from conftest import REPO, pulled_runs
+from conftest import REPO, pulled_analyses
 from pglab.app import history, report
 from pglab.ledger import book, shipped
 from pglab.ledger.backend import Ledger
@@ -58,7 +58,7 @@ def synthetic(ledger: Ledger, tmp: Path) -> None:
 
 @pytest.fixture(scope="module")
 def ledger_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pulled_runs(*STUDIES)
+    pulled_analyses(*STUDIES)
     tmp = tmp_path_factory.mktemp("ledger")
     with Ledger(str(tmp / "ledger.sqlite")) as ledger:
         added = shipped.add_pipeline(ledger, REPO / "data", REPO / "dvc.lock")
@@ -138,5 +138,5 @@ def test_verdicts_fall_into_four_kinds() -> None:
 
 
 def test_the_index_links_to_the_history() -> None:
-    pulled_runs(*STUDIES)
+    pulled_analyses(*STUDIES)
     assert '<a href="history.html">history.html</a>' in report.index_html(REPO)

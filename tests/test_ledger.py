@@ -27,7 +27,7 @@ from typing import Any
 import pandas as pd
 import psycopg
 import pytest
-from conftest import REPO, pulled_runs
+from conftest import REPO, pulled_analyses
 from pglab.errors import UserError
 from pglab.hosts.local import LocalHost
 from pglab.ledger import book, queries, rows, shipped
@@ -52,7 +52,7 @@ def _snapshot(tmp_path_factory: pytest.TempPathFactory) -> None:
     rewrites data/derived (the same bytes) while these tests read it. Copied again until a copy is whole:
     every file equal to its source after the copy, each analysis of its run."""
     global DATA, DERIVED
-    pulled_runs(*STUDIES)
+    pulled_analyses(*STUDIES)
     for _ in range(240):  # up to two minutes: a stage's outputs are missing while it runs
         root = tmp_path_factory.mktemp("data")
         try:

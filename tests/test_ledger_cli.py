@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import REPO, pulled_runs
+from conftest import REPO, pulled_analyses
 from pglab.app.cli import main
 from pglab.ledger import book
 from pglab.ledger.backend import Ledger
@@ -19,7 +19,7 @@ RAW, DERIVED = REPO / "data" / "raw", REPO / "data" / "derived"
 @pytest.fixture
 def ledger(tmp_path: Path) -> Path:
     """The five pipeline runs, and a second run of fdw_overhead on another machine class with PostgreSQL 16."""
-    pulled_runs(*STUDIES)
+    pulled_analyses(*STUDIES)
     path = tmp_path / "l.sqlite"
     other = tmp_path / "20261201T000000Z-abc123"
     shutil.copytree(RAW / "fdw_overhead", other)

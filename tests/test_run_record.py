@@ -23,7 +23,7 @@ from pglab.runs.store import RunStore, write_meta
 from pglab.studies import STUDIES, module
 
 REMOTE = REPO / "data" / "dvc-remote" / "files" / "md5"
-SHIPPED_RUNS = 42  # every run the remote holds (pglab.ledger.shipped.remote_runs finds the same)
+FORMAT_1_RUNS = 42  # the runs shipped before format 2 (2026-11-23 to 11-27 18:35); every later one is format 2
 
 
 def _content(md5: str) -> Path:
@@ -41,21 +41,26 @@ def shipped() -> Iterator[tuple[str, dict[str, str]]]:
 
 @pytest.fixture(scope="module")
 def corpus() -> list[tuple[dict[str, Any], dict[str, Any], dict[str, str]]]:
-    """(the manifest as written, as read, the run's files) of every shipped run."""
+    """(the manifest as written, as read, the run's files) of every shipped run, the format-1 ones first."""
     out = []
     for _, files in shipped():
         path = _content(files[record.MANIFEST])
         written = json.loads(path.read_text())
         out.append((written, record.migrate(record.check(written, path)), files))
-    return out
+    return sorted(out, key=lambda x: formats.version(x[0]))
 
 
 def test_every_shipped_run_reads_and_migrates(corpus: list) -> None:
-    assert len(corpus) == SHIPPED_RUNS and {m["study"] for _, m, _ in corpus} == set(STUDIES)
+    old = [c for c in corpus if formats.version(c[0]) == 1]
+    assert len(old) == FORMAT_1_RUNS and {m["study"] for _, m, _ in old} == set(STUDIES)
+    assert all(formats.version(w) == FORMAT_VERSION for w, _, _ in corpus[len(old):])  # shipped since
     for written, m, _ in corpus:
-        assert formats.version(written) == 1 and m["format_version"] == FORMAT_VERSION  # every one before today
-        assert m["migrated"] == {"from": 1, "notes": []}  # each had its baseline in the plan already
-        assert formats.written(m) == 1  # what the ledger records of it
+        assert m["format_version"] == FORMAT_VERSION
+        if formats.version(written) == 1:
+            assert m["migrated"] == {"from": 1, "notes": []}  # each had its baseline in the plan already
+        else:
+            assert "migrated" not in m and m == written  # today's format: read as written
+        assert formats.written(m) == formats.version(written)  # what the ledger records of it
         assert {k: m[k] for k in written} == written, m["run_id"]  # nothing dropped or coerced
         record.RunRecord.model_validate(m)
         assert record.migrate(m) == m  # today's format: left as it is
@@ -87,6 +92,10 @@ def test_every_shipped_point_meta_reads_and_migrates(corpus: list) -> None:
             record.PointMeta.model_validate(meta)
             n += 1
             assert meta["format_version"] == FORMAT_VERSION and {k: meta[k] for k in written} == written
+            if "migrated" not in m:  # a run written in today's format: its metas too
+                assert "migrated" not in meta and ("warmup_s" in written or m["study"] != "logical_replication"
+                                                   or "block" not in written)
+                continue
             notes = meta["migrated"]["notes"]
             if m["study"] == "logical_replication" and "block" in written:
                 assert "warmup_s" not in written and meta["warmup_s"] == m["parameters"]["warmup_s"]

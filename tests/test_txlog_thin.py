@@ -161,12 +161,36 @@ GROUPS = {"fdw_overhead": (None, ["kind", "clients", "variant", "config"]),
           "streaming_scale_out": ("read", ["layout", "query_type", "nodes"])}
 
 
+def full_log_run(study: str, dest: Path) -> Path:
+    """The newest run of ``study`` the in-repository DVC remote holds with its full ``-l`` logs (the runs
+    shipped before thinning), taken out of the remote into ``dest``."""
+    from pglab.ledger.shipped import materialize, remote_runs
+
+    remote = REPO / "data" / "dvc-remote"
+    for dir_hash, m in reversed(list(remote_runs(remote))):
+        listing = json.loads((remote / "files" / "md5" / dir_hash[:2] / dir_hash[2:]).read_text())
+        if m["study"] == study and any(Path(e["relpath"]).name.startswith("pgbench_log") for e in listing):
+            return materialize(remote, dir_hash, dest / m["run_id"])
+    raise AssertionError(f"no run of {study} with full logs in {remote}")
+
+
+@pytest.mark.parametrize("study", sorted(GROUPS))
+def test_the_shipped_run_keeps_histograms_and_samples(study: str) -> None:
+    """The run the repository ships now was thinned at collect: every log folder a histogram and a sample."""
+    pulled_runs(study)
+    folders = sorted((REPO / "data" / "raw" / study).glob("*/txlog*"))
+    assert folders
+    for d in folders:
+        assert sorted(p.name for p in d.iterdir()) == [HISTOGRAM, SAMPLE], d
+        assert latency_sources(d) == [d / HISTOGRAM]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("study", sorted(GROUPS))
 def test_the_shipped_runs_read_the_same_and_thinned_within_the_bound(study: str, tmp_path: Path) -> None:
-    pulled_runs(study)
-    run = REPO / "data" / "raw" / study
-    # full logs (every shipped run): the same files as the glob before, so the same latency tables to the bit
+    run = full_log_run(study, tmp_path / "full")
+    # full logs (every run shipped before thinning): the same files as the glob before, so the same latency
+    # tables to the bit
     for d in sorted(run.glob("*/txlog*")):
         assert latency_sources(d) == sorted(d.glob("pgbench_log*")) and not (d / HISTOGRAM).exists()
     kind, by = GROUPS[study]
