@@ -155,14 +155,19 @@ def cmd_merge(a: argparse.Namespace, ledger: Ledger) -> int:
     return 0
 
 
+def _import(ledger: Ledger, remote: Path, reference: str, reanalyse: bool) -> None:
+    counts = shipped.import_remote(ledger, remote, reference, reanalyse=reanalyse,
+                                   report=lambda line: print(line, flush=True))
+    print(f"{counts['runs']} runs in {remote}: {counts['new']} new to the ledger, {counts['analysed']} analysed, "
+          f"{counts['unreadable']} not analysable by this pglab")
+
+
 def cmd_import(a: argparse.Namespace, ledger: Ledger) -> int:
     remote = Path(a.remote)
     if not (remote / "files" / "md5").is_dir():
         raise UserError(f"{remote}: not a DVC remote (no files/md5/ in it)")
-    counts = shipped.import_remote(ledger, remote, a.reference, reanalyse=a.reanalyse,
-                                   report=lambda line: print(line, flush=True))
-    print(f"{counts['runs']} runs in {remote}: {counts['new']} new to the ledger, {counts['analysed']} analysed, "
-          f"{counts['unreadable']} not analysable by this pglab")
+    _import(ledger, remote, a.reference, a.reanalyse)
+    ledger.compact()
     return 0
 
 
@@ -171,7 +176,7 @@ def _fill(ledger: Ledger, a: argparse.Namespace) -> None:
     run (each without an analysis analysed now by this checkout's code)."""
     root, remote = Path(a.data_root), Path(a.remote)
     if (remote / "files" / "md5").is_dir():
-        cmd_import(argparse.Namespace(remote=remote, reference=a.reference, reanalyse=False), ledger)
+        _import(ledger, remote, a.reference, reanalyse=False)
     shipped.add_pipeline(ledger, root, root.parent / "dvc.lock")
     runs = archived(root)
     revision = git_revision()
@@ -204,6 +209,7 @@ def cmd_rebuild(a: argparse.Namespace) -> int:
     scratch.unlink(missing_ok=True)
     with Ledger(str(scratch)) as ledger:
         _fill(ledger, a)
+        ledger.compact()
         n = ledger.query("SELECT COUNT(*) FROM runs")[0][0]
     os.replace(scratch, path)
     print(f"rebuilt {path}: {n} runs")

@@ -94,7 +94,7 @@ class Ledger:
 
     def _create(self) -> None:
         with self.transaction():
-            for statement in ddl():
+            for statement in ddl(sqlite=self.kind == "sqlite"):
                 self.execute(statement)
             found = self.query("SELECT value FROM meta WHERE key = ?", ("schema_version",))
             if not found:
@@ -135,6 +135,11 @@ class Ledger:
             self.conn.rollback()
             raise
         self.conn.commit()
+
+    def compact(self) -> None:
+        """A SQLite file rewritten without its free pages (after a rebuild or an import: a file kept in git)."""
+        if self.kind == "sqlite":
+            self.conn.execute("VACUUM")
 
     def close(self) -> None:
         self.conn.close()
