@@ -47,36 +47,32 @@ def _remove_workdir() -> None:
         os.rmdir(WORKDIR)
 
 
-def pulled_runs(*studies: str) -> None:
-    """The shipped runs of ``studies`` in data/raw (`dvc pull` from the in-repo remote on a fresh clone).
-
-    Under a lock: xdist workers share the checkout, and a run copied while another worker's pull is
-    still writing it has half its files."""
+def _pulled(stage: str, marker: str, what: str, studies: tuple[str, ...]) -> None:
+    """``<stage>@<study>``'s outputs, pulled from the in-repo remote for each study lacking ``marker`` (a path under
+    the checkout, ``{s}`` the study). Under a lock: xdist workers share the checkout, and a folder copied while
+    another worker's pull is still writing it has half its files."""
     (REPO / ".dvc" / "tmp").mkdir(exist_ok=True)  # DVC's own scratch folder, ignored by git
     with open(REPO / ".dvc" / "tmp" / "pglab-test-pull.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        missing = [s for s in studies if not (REPO / "data" / "raw" / s / "manifest.json").exists()]
+        missing = [s for s in studies if not (REPO / marker.format(s=s)).exists()]
         if missing:
             dvc = Path(sys.executable).parent / "dvc"
-            subprocess.run([str(dvc), "pull", "-q", *(f"collect@{s}" for s in missing)], cwd=REPO, check=True,
+            subprocess.run([str(dvc), "pull", "-q", *(f"{stage}@{s}" for s in missing)], cwd=REPO, check=True,
                            timeout=600, capture_output=True)
     for s in studies:
-        assert (REPO / "data" / "raw" / s / "manifest.json").exists(), f"dvc pull did not restore the {s} run"
+        assert (REPO / marker.format(s=s)).exists(), f"dvc pull did not restore {what} of {s}"
+
+
+def pulled_runs(*studies: str) -> None:
+    """The shipped runs of ``studies`` in data/raw (`dvc pull` from the in-repo remote on a fresh clone)."""
+    _pulled("collect", "data/raw/{s}/manifest.json", "the run", studies)
 
 
 def pulled_analyses(*studies: str) -> None:
     """The shipped runs of ``studies`` and their analyses (data/derived, the reports and figures: the analyze
-    stages' outputs), pulled from the in-repo remote where a fresh clone lacks them, under the same lock."""
+    stages' outputs)."""
     pulled_runs(*studies)
-    with open(REPO / ".dvc" / "tmp" / "pglab-test-pull.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        missing = [s for s in studies if not (REPO / "data" / "derived" / s / "comparison.csv").exists()]
-        if missing:
-            dvc = Path(sys.executable).parent / "dvc"
-            subprocess.run([str(dvc), "pull", "-q", *(f"analyze@{s}" for s in missing)], cwd=REPO, check=True,
-                           timeout=600, capture_output=True)
-    for s in studies:
-        assert (REPO / "data" / "derived" / s / "comparison.csv").exists(), f"dvc pull did not restore {s}'s analysis"
+    _pulled("analyze", "data/derived/{s}/comparison.csv", "the analysis", studies)
 
 
 _NBVAL_ROOT = pytest.StashKey[Path]()

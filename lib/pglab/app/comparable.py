@@ -38,7 +38,6 @@ alone: their parameters and nodes have nothing in common, so they are not listed
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +47,7 @@ import pandas as pd
 
 from pglab.analysis import placement
 from pglab.errors import NotComparableError, UserError
+from pglab.runs import host_class
 from pglab.runs.reading import load_manifest
 from pglab.runs.record import MANIFEST, PLAIN_ID, shown
 
@@ -143,18 +143,6 @@ def host_facts(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _disk(value: Any) -> Any:
-    """``disk_tmp`` without its free space (which changes between any two runs)."""
-    return re.sub(r",?\s*\d+ KiB free", "", value) if isinstance(value, str) else value
-
-
-def _kernel_release(value: Any) -> Any:
-    """``Linux 6.18.44 x86_64`` of ``Linux 6.18.44-fc-v669 x86_64``: the release, without the build suffix
-    (a VM's kernel is rebuilt without a release change; the suffix stays in the table, as a note)."""
-    m = re.fullmatch(r"(\S+) (\d+(?:\.\d+)*)\S* (\S+)", value) if isinstance(value, str) else None
-    return f"{m.group(1)} {m.group(2)} {m.group(3)}" if m else value
-
-
 def same_class(fact: str, a: Any, b: Any) -> bool:
     """Two values of a host fact that differ only by noise: memory within ``MEM_TOLERANCE`` (the kernel's
     MemTotal moves by a few KiB between boots of one machine), a kernel of the same release, a disk of the
@@ -162,9 +150,9 @@ def same_class(fact: str, a: Any, b: Any) -> bool:
     if fact == "mem_total_kb" and isinstance(a, (int, float)) and isinstance(b, (int, float)) and a > 0 < b:
         return abs(a - b) <= MEM_TOLERANCE * max(a, b)
     if fact == "kernel":
-        return _kernel_release(a) == _kernel_release(b)
+        return host_class.kernel_release(a) == host_class.kernel_release(b)
     if fact == "disk_tmp":
-        return _disk(a) == _disk(b)
+        return host_class.disk(a) == host_class.disk(b)
     return False
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from pglab.runs import host_class
 from pglab.runs.formats import written
 from pglab.runs.record import read
 
@@ -46,15 +47,6 @@ def _canonical(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
 
 
-def _disk(value: Any) -> Any:
-    return re.sub(r",?\s*\d+ KiB free", "", value) if isinstance(value, str) else value
-
-
-def _kernel(value: Any) -> Any:
-    m = re.fullmatch(r"(\S+) (\d+(?:\.\d+)*)\S* (\S+)", value) if isinstance(value, str) else None
-    return f"{m.group(1)} {m.group(2)} {m.group(3)}" if m else value
-
-
 def machine(manifest: dict[str, Any]) -> dict[str, Any]:
     """The machines row of a run: its comparability key, a label a person reads, and the class facts."""
     hosts = manifest.get("hosts") or {}
@@ -64,7 +56,8 @@ def machine(manifest: dict[str, Any]) -> dict[str, Any]:
         mem = h.get("mem_total_kb")
         classes.append({"cores": h.get("cores"), "cpu_model": h.get("cpu_model"),
                         "mem_gib": math.ceil(mem / 1048576) if isinstance(mem, (int, float)) and mem > 0 else None,
-                        "kernel": _kernel(h.get("kernel")), "os": h.get("os"), "disk": _disk(h.get("disk_tmp"))})
+                        "kernel": host_class.kernel_release(h.get("kernel")), "os": h.get("os"),
+                        "disk": host_class.disk(h.get("disk_tmp"))})
     facts = sorted(classes, key=_canonical)
     key = hashlib.sha256(_canonical(facts).encode()).hexdigest()[:12]
     first = facts[0] if facts else {}
