@@ -46,7 +46,8 @@ from pglab.runs.record import under_way
 VERDICTS = ("held", "did not hold", "not resolvable here", "not measurable here")
 COMPARISON_COLUMNS = ["claim", "published", "reproduced", "ci_low", "ci_high", "noise_floor", "blocks", "verdict"]
 EXTRA_COLUMNS = ["rule", "bound_low", "bound_high", "ci_method", "confidence", "coverage", "aa_median", "aa_low",
-                 "aa_high", "aa_blocks", "depends_on", "here", "article", "stopped", "note"]
+                 "aa_high", "aa_blocks", "depends_on", "here", "article", "stopped", "note", "here_verdict",
+                 "block_values", "aa_values"]
 MIN_BLOCKS = MIN_ORDER_STATISTIC  # 6: the fewest blocks whose interval of the median covers 95%
 MARGIN = 0.10  # "no difference", "close to", "no slower": a 10% difference is the least a DBA would act on
 ABOUT = 0.20  # "about X": X within a factor 1.2 either way (1.5x: 1.25x..1.8x)
@@ -272,6 +273,7 @@ def comparison_row(claim: Claim, ratios: Sequence[float] | np.ndarray | pd.Serie
     med, lo, hi, method = median_interval(x, confidence)
     med, lo, hi = _r(med), _r(lo), _r(hi)  # decided on the numbers comparison.csv shows, so it can be recomputed
     v = verdict(lo, hi, claim) if len(x) >= 2 else "not resolvable here" if len(x) else "not measurable here"
+    here_v = ""
     (aa_med, aa_lo, aa_hi, aa_n), biased = aa_check(aa)
     notes = [note]
     if measurable and len(x) and v in ("held", "did not hold"):
@@ -289,9 +291,9 @@ def comparison_row(claim: Claim, ratios: Sequence[float] | np.ndarray | pd.Serie
             notes.insert(1, f"answered by {machine.answer}")
     elif not len(x):
         notes.insert(0, "nothing measured for this claim")
-    elif v == "did not hold" and machine and machine.differs:
-        notes.insert(0, f"this machine differs from the article's: {machine.here} here, {machine.article}"
-                     + (f"; answered by {machine.answer}" if machine.answer else ""))
+    elif machine and machine.differs:  # the policy for every study: judged where the machine is like the article's
+        here_v, v = v, "not measurable here"
+        notes.insert(0, differs_note(machine, here_v))
     low, high = bounds(claim)
     stopped = look_of(len(x), adaptive, still_open=v == "not resolvable here")[1]
     return {"claim": claim.text, "published": _r(claim.published), "reproduced": med, "ci_low": lo,
@@ -301,7 +303,22 @@ def comparison_row(claim: Claim, ratios: Sequence[float] | np.ndarray | pd.Serie
             "confidence": _r(confidence), "coverage": _r(coverage(method, len(x), confidence)), "aa_median": aa_med,
             "aa_low": aa_lo, "aa_high": aa_hi, "aa_blocks": aa_n, "depends_on": machine.property if machine else "",
             "here": machine.here if machine else "", "article": machine.article if machine else "",
-            "stopped": stopped if measurable else "", "note": "; ".join(s for s in notes if s)}
+            "stopped": stopped if measurable else "", "note": "; ".join(s for s in notes if s), "here_verdict": here_v,
+            "block_values": values_text(x), "aa_values": values_text(np.asarray(aa, dtype=float))}
+
+
+def differs_note(machine: Machine, here_verdict: str) -> str:
+    """Why a claim is not judged on a machine unlike the article's in what it depends on (one policy for every study,
+    docs/measurement.md): the verdict the interval gives here is kept (``here_verdict``), never counted as one."""
+    return (f"not judged: this machine differs from the article's in {machine.property} ({machine.here}; the article: "
+            f"{machine.article}); on this machine the interval gives \"{here_verdict}\", counted apart"
+            + (f"; answered by {machine.answer}" if machine.answer else ""))
+
+
+def values_text(values: np.ndarray) -> str:
+    """Per-block values as comparison.csv keeps them (space-separated, 6 significant digits, NaN dropped): what a
+    verdict over several runs (``over_runs``) and anyone recomputing a verdict read back."""
+    return " ".join(f"{v:.6g}" for v in values if not math.isnan(v))
 
 
 def _r(v: float) -> float:
@@ -333,8 +350,9 @@ def ordering_row(claim: Claim, steps: Mapping[str, Sequence[float] | np.ndarray 
     verdicts = {r["verdict"] for r in rows.values()}
     weaker = min(rows, key=lambda k: rows[k]["reproduced"] if not pd.isna(rows[k]["reproduced"]) else np.inf)
     row = dict(rows[weaker])
-    row["verdict"] = ("did not hold" if "did not hold" in verdicts else
-                      "held" if verdicts == {"held"} else "not resolvable here")
+    row["verdict"] = order_verdict(verdicts)
+    here = {str(r["here_verdict"]) for r in rows.values() if r["here_verdict"]}
+    row["here_verdict"] = order_verdict(here) if here else ""
     steps_words = ", ".join(f"{k}: {r['reproduced']:.3g} [{r['ci_low']:.3g}, {r['ci_high']:.3g}] {r['verdict']}"
                             for k, r in rows.items())
     same = next((r for r in rows.values() if r["verdict"] == row["verdict"]), row)
@@ -344,3 +362,11 @@ def ordering_row(claim: Claim, steps: Mapping[str, Sequence[float] | np.ndarray 
                                         str(rows[weaker]["note"])) if s)
     return row
 
+
+
+def order_verdict(verdicts: set[str]) -> str:
+    """An ordering's verdict from its steps': not measurable if a step is not, did not hold if one did not, held
+    if every step held, else open."""
+    if "not measurable here" in verdicts:
+        return "not measurable here"
+    return "did not hold" if "did not hold" in verdicts else "held" if verdicts == {"held"} else "not resolvable here"

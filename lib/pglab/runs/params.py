@@ -63,6 +63,9 @@ class StudyParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     UNIQUE: ClassVar[tuple[str, ...]] = ()
+    # a campaign: this many independent runs, each on fresh servers with a seed drawn for it (pglab.app.campaign);
+    # a verdict over runs needs 3 (pglab.analysis.over_runs)
+    runs: PositiveInt = 1
     RESERVED: ClassVar[set[str]] = set()
     RESERVED_BY: ClassVar[str] = "the study itself"
 

@@ -1,0 +1,220 @@
+"""A verdict over several independent runs: the run, not the block, is the unit a verdict rests on.
+
+Why: on a shared machine a run is itself a random draw. Its servers, data, caches and neighbours are new
+each time, and the between-run spread of a claim's ratio was measured as large as the block-to-block
+spread within a run (intra-class correlation up to 0.6). An interval over the blocks of one run says
+nothing of that; simulated with the measured components, one run's "95%" interval covered the machine's
+value 56-82% of the time, and more blocks made it worse. So:
+
+* Each run's median of the claim's per-block values (its ``reproduced``) is one value; the interval is a
+  Student t interval on the logs of those R medians, R - 1 degrees of freedom (``log_t_interval``). The
+  reproduced value is their geometric mean.
+* The claim's rule (its ``bound_low`` / ``bound_high`` from comparison.csv) decides as for one run.
+  Decided only from 3 runs on, and only when leaving any one run out gives the same verdict
+  (leave-one-out): a verdict that one run carries is not published.
+* The A/A (baseline / baseline) is judged the same way over the runs' A/A medians: while its interval
+  excludes 1 no claim is decided.
+* A claim that any run could not measure (a machine unlike the article's, a level not run) is not
+  measurable over the runs either; its value over the runs is still given.
+* The spread is split per claim: ``within_sd`` (pooled SD of the log block values around each run's mean),
+  ``between_sd`` (the runs' means beyond what within-run noise explains, one-way ANOVA) and ``icc``.
+* An open verdict says what would settle it (``settle``): about how many runs, from the measured spread.
+* One run alone keeps its own row, and says that its interval is within-run only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+CONFIDENCE = 0.95
+MIN_RUNS = 3  # the fewest runs a verdict is decided from: with 2, leaving one out leaves no interval
+MAX_SETTLE = 100  # beyond this many runs, "more runs" is no answer
+METHOD = "t over runs"
+RUN_COLUMNS = ["runs", "run_ids", "run_values", "run_verdicts", "within_sd", "between_sd", "icc", "loo", "settle"]
+ONE_RUN = ("one run: its interval is over the blocks of that run only, and another run on the same machine "
+           "may differ as much as its blocks do (a campaign of 5 runs, `runs: 5`, decides over runs)")
+
+
+def log_t_interval(values: Sequence[float] | np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+    """(geometric mean, low, high): Student's t interval of the mean of log(values), back-transformed.
+    NaN and values <= 0 are dropped; fewer than 2 values give NaN bounds."""
+    x = np.asarray(values, dtype=float)
+    x = np.log(x[np.isfinite(x) & (x > 0)])
+    if len(x) == 0:
+        return math.nan, math.nan, math.nan
+    m = float(x.mean())
+    if len(x) < 2:
+        return math.exp(m), math.nan, math.nan
+    half = float(stats.t.ppf(0.5 + confidence / 2, len(x) - 1)) * float(x.std(ddof=1)) / math.sqrt(len(x))
+    return math.exp(m), math.exp(m - half), math.exp(m + half)
+
+
+def rule_verdict(low: float, high: float, bound_low: float, bound_high: float) -> str:
+    """``claims.verdict`` from the bounds comparison.csv records (NaN: an open side)."""
+    if math.isnan(low) or math.isnan(high):
+        return "not resolvable here"
+    a = -math.inf if pd.isna(bound_low) else float(bound_low)
+    b = math.inf if pd.isna(bound_high) else float(bound_high)
+    if a < low and high < b:
+        return "held"
+    return "did not hold" if high < a or low > b else "not resolvable here"
+
+
+def decide(values: Sequence[float], bound_low: float, bound_high: float,
+           confidence: float = CONFIDENCE) -> tuple[str, tuple[float, float, float], list[int]]:
+    """(verdict, (centre, low, high), the runs whose leaving-out changes it) for one claim's run medians."""
+    centre, lo, hi = (round(v, 4) if not math.isnan(v) else v for v in log_t_interval(values, confidence))
+    v = rule_verdict(lo, hi, bound_low, bound_high)
+    n = int(np.sum(np.isfinite(np.asarray(values, dtype=float))))
+    if v == "not resolvable here" or n < MIN_RUNS:
+        return "not resolvable here", (centre, lo, hi), []
+    changed = []
+    for i in range(len(values)):
+        rest = [x for j, x in enumerate(values) if j != i]
+        _, l2, h2 = log_t_interval(rest, confidence)
+        if rule_verdict(round(l2, 4), round(h2, 4), bound_low, bound_high) != v:
+            changed.append(i)
+    return ("not resolvable here" if changed else v), (centre, lo, hi), changed
+
+
+def spread(block_values: Sequence[Sequence[float]]) -> tuple[float, float, float]:
+    """(within_sd, between_sd, icc) of log block values grouped by run (one-way random-effects ANOVA)."""
+    groups = [np.log(np.asarray([v for v in g if v > 0 and math.isfinite(v)], dtype=float)) for g in block_values]
+    groups = [g for g in groups if len(g)]
+    df_within = sum(len(g) - 1 for g in groups)
+    if len(groups) < 1 or df_within < 1:
+        return math.nan, math.nan, math.nan
+    within = sum(float(((g - g.mean()) ** 2).sum()) for g in groups) / df_within
+    if len(groups) < 2:
+        return math.sqrt(within), math.nan, math.nan
+    means = np.array([g.mean() for g in groups])
+    n_bar = len(groups) / sum(1 / len(g) for g in groups)  # harmonic mean: the runs' means' noise is within / n
+    between = max(0.0, float(means.var(ddof=1)) - within / n_bar)
+    icc = between / (between + within) if between + within > 0 else math.nan
+    return math.sqrt(within), math.sqrt(between), icc
+
+
+def runs_to_settle(values: Sequence[float], bound_low: float, bound_high: float,
+                   confidence: float = CONFIDENCE) -> int | None:
+    """About how many runs would decide the claim, if the runs' spread and mean stay as measured: the fewest n
+    whose leave-one-out interval (n - 1 runs) already lies on one side of every bound. None: more than
+    ``MAX_SETTLE``, or no spread to go by."""
+    x = np.log(np.asarray([v for v in values if v > 0 and math.isfinite(v)], dtype=float))
+    if len(x) < 2 or not x.std(ddof=1) > 0:
+        return None
+    m, s = float(x.mean()), float(x.std(ddof=1))
+    edges = [math.log(b) for b in (bound_low, bound_high) if not pd.isna(b) and b > 0]
+    if not edges:
+        return None
+    d = min(abs(m - e) for e in edges)  # inside: to the nearer bound; outside: to the one crossed
+    for n in range(max(MIN_RUNS, len(x) + 1), MAX_SETTLE + 1):
+        if float(stats.t.ppf(0.5 + confidence / 2, n - 2)) * s / math.sqrt(n - 1) < d:
+            return n
+    return None
+
+
+def _values(text: Any) -> list[float]:
+    if not isinstance(text, str) or not text.strip():
+        return []
+    return [float(v) for v in text.split()]
+
+
+def _short(run_id: str) -> str:
+    return str(run_id).rsplit("-", 1)[-1]
+
+
+def _num(x: float) -> str:
+    return "-" if pd.isna(x) else f"{x:.3g}"
+
+
+def claim_row(claim: str, rows: Mapping[str, Mapping[str, Any]], confidence: float = CONFIDENCE) -> dict[str, Any]:
+    """The row over runs of one claim from each run's own row (run id -> comparison.csv row, oldest first)."""
+    ids = list(rows)
+    last = dict(rows[ids[-1]])
+    values = [float(r["reproduced"]) if not pd.isna(r.get("reproduced")) else math.nan for r in rows.values()]
+    own = [str(r.get("verdict")) for r in rows.values()]
+    within, between, icc = spread([_values(r.get("block_values")) for r in rows.values()])
+    out = dict(last)
+    out.update(runs=len(ids), run_ids=" ".join(ids), run_values=" ".join(_num(v) for v in values),
+               run_verdicts="; ".join(f"{_short(i)}: {v}" for i, v in zip(ids, own, strict=True)),
+               within_sd=_round(within), between_sd=_round(between), icc=_round(icc), loo="", settle="")
+    measured = [v for v in values if not math.isnan(v)]
+    out["blocks"] = int(sum(int(r.get("blocks") or 0) for r in rows.values()))
+    if len(ids) == 1:
+        out["note"] = "; ".join(s for s in (ONE_RUN, str(last.get("note") or "")) if s)
+        still_open = out["verdict"] == "not resolvable here"
+        out["settle"] = "more runs: a campaign (`runs: 5` in the profile)" if still_open else ""
+        return out
+    verdict, (centre, lo, hi), changed = decide(values, last.get("bound_low"), last.get("bound_high"), confidence)
+    aa = [float(r["aa_median"]) for r in rows.values() if not pd.isna(r.get("aa_median"))]
+    aa_c, aa_lo, aa_hi = log_t_interval(aa, confidence)
+    notes = []
+    if "not measurable here" in own:
+        why = next(str(r.get("note") or "") for r in rows.values() if r.get("verdict") == "not measurable here")
+        out["here_verdict"] = verdict if len(measured) else ""
+        verdict = "not measurable here"
+        notes.append(why)
+    elif len(aa) >= MIN_RUNS and (aa_lo > 1 or aa_hi < 1) and verdict != "not resolvable here":
+        verdict = "not resolvable here"
+        notes.append(f"baseline / baseline (A/A) over the runs is {aa_c:.3g} [{aa_lo:.3g}, {aa_hi:.3g}]: its interval "
+                     "excludes 1, so the design is biased")
+    elif changed:
+        which = ", ".join(_short(ids[i]) for i in changed)
+        notes.append(f"decided on all {len(measured)} runs, but not with run {which} left out (leave-one-out): "
+                     "one run carries it")
+        out["loo"] = f"changes without {which}"
+    elif verdict in ("held", "did not hold"):
+        out["loo"] = "unchanged"
+    elif len(measured) < MIN_RUNS:
+        notes.append(f"{len(measured)} runs measured it: a verdict needs {MIN_RUNS}, so that leaving one out "
+                     "still leaves an interval")
+    if verdict == "not resolvable here":
+        n = runs_to_settle(values, last.get("bound_low"), last.get("bound_high"), confidence)
+        out["settle"] = (f"about {n} runs in all (now {len(measured)}), if their spread stays as measured (SD of the "
+                         f"runs' log medians {np.std(np.log(measured), ddof=1):.3f})" if n else
+                         "more runs will hardly settle it: the runs' mean sits too near the rule's bound for their "
+                         "spread" if len(measured) >= 2 else "")
+        if not math.isnan(between) and not math.isnan(within) and between > within and n:
+            out["settle"] += "; more blocks per run would not: runs differ more than blocks do"
+    notes.append(f"per run: {out['run_verdicts']}")
+    notes.append(str(last.get("note") or ""))
+    out.update(reproduced=centre, ci_low=lo, ci_high=hi, verdict=verdict, ci_method=METHOD,
+               confidence=confidence, coverage=math.nan, aa_median=_round(aa_c), aa_low=_round(aa_lo),
+               aa_high=_round(aa_hi), aa_blocks=len(aa), block_values="", aa_values="",
+               noise_floor=_round(float(np.nanmedian([r.get("noise_floor", math.nan) for r in rows.values()])))
+               if any(not pd.isna(r.get("noise_floor")) for r in rows.values()) else math.nan,
+               stopped="", note="; ".join(s for s in notes if s))
+    return out
+
+
+def _round(v: float) -> float:
+    return round(float(v), 4) if not pd.isna(v) else math.nan
+
+
+def comparison(frames: Mapping[str, pd.DataFrame], confidence: float = CONFIDENCE) -> pd.DataFrame:
+    """comparison.csv over runs from each run's own (run id -> frame, oldest first): one row per claim, in the
+    last run's order, with the run columns (``RUN_COLUMNS``) after the run's own."""
+    if not frames:
+        raise ValueError("a verdict over runs needs at least one run")
+    ids = list(frames)
+    last = frames[ids[-1]]
+    out = []
+    for claim in last["claim"]:
+        rows = {i: frames[i][frames[i]["claim"] == claim].iloc[0].to_dict() for i in ids
+                if (frames[i]["claim"] == claim).any()}
+        out.append(claim_row(claim, rows, confidence))
+    cols = [*last.columns, *(c for c in RUN_COLUMNS if c not in last.columns)]
+    return pd.DataFrame(out).reindex(columns=cols)
+
+
+def runs_table(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """One row per (claim, run): each run's own value, interval, blocks and verdict (``runs.csv``)."""
+    keep = ["claim", "reproduced", "ci_low", "ci_high", "blocks", "verdict", "here_verdict", "aa_median"]
+    parts = [f.reindex(columns=keep).assign(run_id=i) for i, f in frames.items()]
+    return pd.concat(parts, ignore_index=True)[["claim", "run_id", *keep[1:]]]
