@@ -8,7 +8,9 @@ way and the same raw run gives the same bytes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Self
@@ -124,9 +126,45 @@ class Analysis:
     def finish(self, derived_dir: str | Path, figures_dir: str | Path,
                draw: Callable[[Self, Path], dict[str, list[Path]]]) -> Self:
         """Write the tables, details and headline metrics, then draw the figures (``draw``: this analysis,
-        the folder -> files)."""
+        the folder -> files). In a campaign (``deciding_over_runs``) the run's own tables go to its folder first,
+        and the verdicts written and drawn are those over the runs."""
+        over = _OVER_RUNS.get()
+        if over is not None:
+            self.write(over.own)
+            if over.decide is None:  # an earlier run of a campaign: its own tables only
+                return self
+            self.comparison, extra = over.decide(self.comparison)
+            self.metrics = {**self.metrics, "verdicts": dict(zip(self.comparison.claim, self.comparison.verdict,
+                                                                 strict=True)),
+                            "runs": int(self.comparison["runs"].max()) if "runs" in self.comparison else 1}
+            for name, table in extra.items():
+                Path(derived_dir).mkdir(parents=True, exist_ok=True)
+                table.to_csv(Path(derived_dir) / name, index=False, float_format=FLOAT_FORMAT)
         self.write(Path(derived_dir))
         figures.style()
         self.figures = draw(self, Path(figures_dir))
         plt.close("all")
         return self
+
+
+@dataclass(frozen=True)
+class OverRuns:
+    """How ``Analysis.finish`` writes one run of a campaign: its own tables to ``own``; then, for the last run,
+    ``decide`` turns its own comparison into the one over every run (and extra tables by file name)."""
+
+    own: Path
+    decide: Callable[[pd.DataFrame], tuple[pd.DataFrame, dict[str, pd.DataFrame]]] | None = None
+
+
+_OVER_RUNS: ContextVar[OverRuns | None] = ContextVar("pglab_over_runs", default=None)
+
+
+@contextmanager
+def deciding_over_runs(over: OverRuns) -> Iterator[None]:
+    """Within this block, a study's ``analyze`` writes as one run of a campaign (``OverRuns``): the studies' analyses
+    stay as they are, and one place (``pglab.app.campaign``) says how a campaign is written."""
+    token = _OVER_RUNS.set(over)
+    try:
+        yield
+    finally:
+        _OVER_RUNS.reset(token)

@@ -32,6 +32,8 @@ INTERVAL_WORDS = {
     "order-statistic": "{conf} interval of the median over {n} {unit}",
     "range": "range of {n} {unit} (covers the median {cov} of the time)",
     "single": "{n} {unit}, no interval",
+    # pglab.analysis.over_runs: {n} counts runs
+    "t over runs": "{conf} t interval over {n} runs (their medians)",
     "none": "not measured",
 }
 
@@ -106,7 +108,7 @@ def interval_caption(summary: pd.DataFrame, unit: str = "runs", method: str = "c
         counts = sorted({int(v) for v in s[s[method] == m][n].dropna()})
         if not counts:
             continue
-        words = interval_words(m, counts[0], unit)
+        words = interval_words(m, counts[0], "runs" if m == "t over runs" else unit)
         if len(counts) > 1:  # "range of 3-5 blocks": the coverage of the fewest is said
             words = words.replace(f" {counts[0]} ", f" {counts[0]}-{counts[-1]} ", 1)
         parts.append(words)

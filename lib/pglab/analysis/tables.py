@@ -139,6 +139,8 @@ def fig_comparison(comparison: pd.DataFrame, out: Path, title: str, name: str = 
     interval, the verdict. An interval end at or below 0 (a position, not a ratio) is drawn to the left edge
     with an arrow and its value, never clipped silently by the log axis."""
     c = comparison.reset_index(drop=True)
+    by_runs = "runs" in c and bool((c.get("ci_method") == "t over runs").any())  # analysis.over_runs
+    over, centre = ("runs", "geometric mean of the runs' medians") if by_runs else ("blocks", "median")
     fig, ax = plt.subplots(figsize=(9, 1.0 + 0.75 * len(c)))
     y = np.arange(len(c))
     ok = c.reproduced.notna()
@@ -150,7 +152,7 @@ def fig_comparison(comparison: pd.DataFrame, out: Path, title: str, name: str = 
     rep, low, high = (c[k].clip(lower=left) for k in ("reproduced", "ci_low", "ci_high"))
     ax.errorbar(rep[ok], y[ok], xerr=[(rep - low)[ok], (high - rep)[ok]],
                 fmt="o", color="tab:blue", capsize=4,
-                label=f"reproduced: median and {caption(c[ok], n='blocks')}" if ok.any() else "reproduced")
+                label=f"reproduced: {centre} and {caption(c[ok], n=over)}" if ok.any() else "reproduced")
     ax.scatter(c.published, y, marker="s", color="tab:orange", zorder=3, label="published")
     for i, row in c.iterrows():
         a = row.get("bound_low", math.nan)
@@ -164,7 +166,8 @@ def fig_comparison(comparison: pd.DataFrame, out: Path, title: str, name: str = 
             words = f"to {row.ci_low:.2g}" + (f", median {row.reproduced:.2g}" if row.reproduced <= left else "")
             ax.annotate(words, (left, i), xytext=(4, 6), textcoords="offset points", fontsize=7, color="tab:blue")
         n = int(row.blocks)
-        ax.text(1.01, i, f"{row.verdict} ({n} block{'s' if n != 1 else ''})", transform=ax.get_yaxis_transform(),
+        runs = f"{int(row.runs)} runs, " if by_runs and not pd.isna(row.runs) else ""
+        ax.text(1.01, i, f"{row.verdict} ({runs}{n} block{'s' if n != 1 else ''})", transform=ax.get_yaxis_transform(),
                 va="center", fontsize=8)
     ax.set_yticks(y, [wrap(t) for t in c.claim], fontsize=8)
     ax.invert_yaxis()

@@ -58,7 +58,7 @@ def verdict_line(row: Mapping[str, object]) -> str:
     imports that, and an edit to how text is shown must not re-measure)."""
     t, conf, shown = escape_text, _number(row.get("confidence")), ""
     if not math.isnan(_number(row.get("reproduced"))):
-        words = interval_words(str(row.get("ci_method")), row.get("blocks"),  # type: ignore[arg-type]
+        words = interval_words(str(row.get("ci_method")), count(row),
                                confidence=CONFIDENCE if math.isnan(conf) else conf)
         shown = (f"reproduced {_num(row['reproduced'])} [{_num(row.get('ci_low'))}, {_num(row.get('ci_high'))}] "
                  f"({words}); ")
@@ -66,5 +66,14 @@ def verdict_line(row: Mapping[str, object]) -> str:
     machine = (f" Depends on: {t(prop)}; here {t(row.get('here'))}; the article: "
                f"{t(row.get('article') or 'not given')}." if isinstance(prop, str) and prop else "")
     note = row.get("note")
+    settle = row.get("settle")
+    note = "; ".join(x for x in (note, f"to settle it: {settle}" if isinstance(settle, str) and settle else "")
+                     if isinstance(x, str) and x)
     return (f"- **{t(row['claim'])}**: *{t(row['verdict'])}*. Article {_num(row.get('published'))}; {shown}"
             f"rule: {t(row.get('rule'))}.{machine}" + (f" ({t(note)})" if isinstance(note, str) and note else ""))
+
+
+def count(row: Mapping[str, object]) -> float:
+    """What an interval is over: runs for a verdict over runs (``over_runs``), else blocks."""
+    key = "runs" if row.get("ci_method") == "t over runs" else "blocks"
+    return _number(row.get(key))

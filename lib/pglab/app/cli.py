@@ -53,7 +53,6 @@ def cmd_analyze(a: argparse.Namespace) -> int:
     """The run's manifest checked first (``pglab.runs.record``): a run of another study, or one cut short or
     hand-edited, is refused in one line naming its manifest, before the analysis reads anything else."""
     from pglab.runs.reading import analysis_run, load_manifest
-    from pglab.studies import module
 
     root = Path(a.data_root)
     run = Path(a.run) if a.run else analysis_run(root, a.study)
@@ -65,7 +64,9 @@ def cmd_analyze(a: argparse.Namespace) -> int:
 
     derived = output_dir(root / "derived" / a.study, "--data-root")  # a file there: refused before analysing
     figures = output_dir(Path(a.figures) / a.study, "--figures")
-    result = module(a.study, "analyze").analyze(run, derived, figures, Path(a.reference))
+    from pglab.app.campaign import analyze_any
+
+    result = analyze_any(a.study, run, derived, figures, Path(a.reference))
     from pglab.ledger.book import record
 
     record(run, derived, data_root=root)

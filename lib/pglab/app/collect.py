@@ -10,10 +10,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from pglab.app import exits
+from pglab.errors import UserError
 from pglab.hosts.inventory import Inventory, load_inventory
+from pglab.runs import campaign
 from pglab.runs.params import profile_values, validate
 from pglab.runs.reading import load_manifest, not_publishable, pipeline_dir, points_not_ok_summary
 from pglab.runs.store import publish
@@ -48,6 +51,8 @@ def collect(a: argparse.Namespace) -> int:
     """Measure into the archive; publish to data/raw/<study> only a run that ended complete (every planned
     point measured), or a partial one with ``--accept-failed``."""
     name, p, inventory = load_params(a.study, a.params, a.profile, a.inventory)
+    if p.runs > 1:
+        return collect_campaign(a, name, p, inventory)
     resume = None
     if a.resume is not None:
         from pglab.runs.resume import find
@@ -69,6 +74,53 @@ def collect(a: argparse.Namespace) -> int:
               file=sys.stderr)
     publish(run, dest)
     print(f"run archived in {run}; the pipeline's copy is {pipeline_dir(a.data_root, a.study)}")
+    return 0
+
+
+def measure_campaign(study: str, p: Any, *, data_root: str | Path, profile: str, inventory: Inventory,
+                     progress: bool = True, accept_failed: bool = False) -> tuple[list[Path], dict[str, Any], str]:
+    """``p.runs`` independent runs one after the other, each on fresh servers with a seed drawn for it: (the runs,
+    ``campaign.json``'s record, why the campaign stopped: "" when every run may be published). It stops at the
+    first run that may not be published: a verdict over runs must not quietly rest on fewer. Each run is archived
+    as it ends, whatever happens to the next."""
+    runs: list[Path] = []
+    records: list[dict[str, Any]] = []
+    for i in range(1, p.runs + 1):
+        seed = campaign.draw_seed()
+        print(f"pglab: run {i} of {p.runs} of the {study} campaign ({profile}), seed {seed}", file=sys.stderr,
+              flush=True)
+        try:
+            run = module(study, "collect").collect(p.model_copy(update={"seed": seed}), data_root=data_root,
+                                                   profile=profile, inventory=inventory, progress=progress)
+        except BaseException:
+            if runs:
+                print(f"pglab: the campaign stopped in run {i} of {p.runs}; the runs that ended stay archived: "
+                      + ", ".join(str(r) for r in runs), file=sys.stderr)
+            raise
+        m = load_manifest(run)
+        runs.append(run)
+        records.append({"run_id": m["run_id"], "seed": seed, "status": m.get("status")})
+        why = not_publishable(run, m.get("status"))
+        if why and not (m.get("status") == "partial" and accept_failed):
+            return runs, campaign.record_of(records, study, profile, p.runs), f"run {i} of {p.runs}: {why}"
+    return runs, campaign.record_of(records, study, profile, p.runs), ""
+
+
+def collect_campaign(a: argparse.Namespace, name: str, p: Any, inventory: Inventory) -> int:
+    """The CLI's campaign: measured (``measure_campaign``), then published whole or not at all."""
+    if a.resume is not None:
+        raise UserError(f"--resume continues one run, and profile {name} is a campaign of {p.runs} runs: resume the "
+                        "run with `--resume RUN` and a profile of runs: 1, or start the campaign again")
+    dest = pipeline_dir(a.data_root, a.study)
+    runs, record, why = measure_campaign(a.study, p, data_root=a.data_root, profile=name, inventory=inventory,
+                                         progress=not a.quiet, accept_failed=a.accept_failed)
+    if why:
+        partial = record["runs"][-1]["status"] == "partial"
+        print(f"pglab: {why}. The campaign stops; its runs stay archived and none was published to {dest}"
+              + (" (pass --accept-failed to publish partial runs)" if partial else ""), file=sys.stderr)
+        return exits.PARTIAL if partial else exits.PROCESS
+    publish(runs[-1], dest, runs[:-1], record)
+    print(f"{p.runs} runs archived in {runs[-1].parent}; the pipeline's copy of the campaign is {dest}")
     return 0
 
 

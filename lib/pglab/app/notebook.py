@@ -24,6 +24,7 @@ from typing import Any
 
 from pglab.analysis import placement
 from pglab.analysis.text import escape_text
+from pglab.app import campaign
 from pglab.app.paths import repo_root
 from pglab.errors import ParameterError, PglabError, UserError, first_line
 from pglab.runs.params import profile_values, validate
@@ -176,8 +177,8 @@ def run(study: str, namespace: dict[str, Any], *, progress: bool = True) -> Any:
         raise UserError(f"collect=False but there is no run under {pipeline_dir(data, study)} or "
                         f"{archive_dir(data, study)}: run `pglab collect {study}` or `dvc pull` first")
     load_manifest(run_dir, study=study)  # a run of another study, or a broken manifest: one line naming it
-    return module(study, "analyze").analyze(run_dir, data / "derived" / study, figs / study,
-                                            root / "data" / "reference")
+    # a campaign of several runs: the verdicts are decided over them
+    return campaign.analyze_any(study, run_dir, data / "derived" / study, figs / study, root / "data" / "reference")
 
 
 def assert_every_point_measured(result: Any) -> None:

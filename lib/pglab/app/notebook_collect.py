@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pglab.app import notebook
+from pglab.app.collect import measure_campaign
 from pglab.app.paths import repo_root
 from pglab.errors import RunAborted
 from pglab.hosts.inventory import load_inventory
@@ -34,6 +35,14 @@ def collect(study: str, namespace: dict[str, Any], *, progress: bool = True) -> 
     inv = load_inventory(notebook.resolve(namespace.get("inventory") or inv_default or "params/hosts.yaml", root))
     label = profile + ("+" + ",".join(sorted(overrides)) if overrides else "")
     print(f"pglab: {study}, profile {label}; raw data goes to {archive_dir(data, study)}")
+    if int(values.get("runs") or 1) > 1:  # a campaign: published whole or not at all
+        p = module(study, "params").Params.model_validate(values)  # checked already by notebook.parameters
+        runs, record, why = measure_campaign(study, p, data_root=data, profile=label, inventory=inv,
+                                             progress=progress)
+        if why:
+            raise RunAborted(f"{why}; the campaign's runs stay in the archive and none was published")
+        notebook.COLLECTED[study] = publish(runs[-1], pipeline_dir(data, study), runs[:-1], record)
+        return notebook.COLLECTED[study]
     run_dir = module(study, "collect").collect(values, data_root=data, profile=label, inventory=inv,
                                                progress=progress)
     why = not_publishable(run_dir, load_manifest(run_dir).get("status"))

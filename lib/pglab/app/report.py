@@ -25,8 +25,9 @@ from typing import Any
 
 import pandas as pd
 
-from pglab.analysis import placement
+from pglab.analysis import over_runs, placement
 from pglab.analysis.stats import interval_words
+from pglab.analysis.text import count
 from pglab.app import report_notebook
 from pglab.app.report_notebook import Notebook
 from pglab.runs import record
@@ -104,19 +105,20 @@ def verdict_rows(comparison: pd.DataFrame, facts: str) -> list[dict[str, str]]:
         interval = (f" [{_num(c.get('ci_low'))}, {_num(c.get('ci_high'))}]"
                     if not pd.isna(c.get("ci_low")) else "")
         conf = c.get("confidence")
-        words = interval_words(str(c.get("ci_method", "")), c.get("blocks"),
+        words = interval_words(str(c.get("ci_method", "")), count(c),
                                confidence=0.95 if conf is None or pd.isna(conf) else float(conf))
         prop = _text(c.get("depends_on"))
         machine = (f"<b>{html.escape(prop)}</b>: here {html.escape(_text(c.get('here')))}"
                    + (f"; the article: {html.escape(_text(c.get('article')))}" if _text(c.get("article")) else "")
                    if prop else html.escape(facts))
+        over = "runs" if c.get("ci_method") == over_runs.METHOD else "blocks"
         aa = (f"{_num(c['aa_median'])} [{_num(c.get('aa_low'))}, {_num(c.get('aa_high'))}] over "
-              f"{int(c.get('aa_blocks', 0))} blocks" if not pd.isna(c.get("aa_median", math.nan)) else "")
+              f"{int(c.get('aa_blocks', 0))} {over}" if not pd.isna(c.get("aa_median", math.nan)) else "")
         floor = c.get("noise_floor")
         extra = [f"blocks: {_text(c.get('stopped'))}" if _text(c.get("stopped")) else "",
                  f"A/A (baseline / baseline) {aa}" if aa else "",
                  f"noise floor +-{100 * floor:.0f}% per point" if isinstance(floor, float) and not math.isnan(floor)
-                 else ""]
+                 else "", *spread_words(c)]
         rows.append({
             "claim": html.escape(str(c["claim"])),
             "article": _num(c.get("published")),
@@ -127,6 +129,33 @@ def verdict_rows(comparison: pd.DataFrame, facts: str) -> list[dict[str, str]]:
             "evidence": html.escape("; ".join(x for x in (_text(c.get("note")), *extra) if x)),
         })
     return rows
+
+
+def spread_words(c: Mapping[str, Any]) -> list[str]:
+    """A verdict over runs: the spread within and between runs, the leave-one-out check, and what would settle it."""
+    within, between, icc = (c.get(k, math.nan) for k in ("within_sd", "between_sd", "icc"))
+    out = []
+    if not pd.isna(within) or not pd.isna(between):
+        out.append(f"spread of the log ratio: within a run SD {_num(within, 2)}, between runs SD {_num(between, 2)}"
+                   + (f" (intra-class correlation {_num(icc, 2)})" if not pd.isna(icc) else ""))
+    if _text(c.get("loo")):
+        out.append(f"leave-one-run-out: {_text(c.get('loo'))}")
+    if _text(c.get("settle")):
+        out.append(f"to settle it: {_text(c.get('settle'))}")
+    return out
+
+
+def runs_sentence(comparison: pd.DataFrame, manifest: dict[str, Any]) -> str:
+    """What the verdicts rest on: several runs (and the figures are the last one's), or one run, said plainly."""
+    n = int(comparison["runs"].max()) if "runs" in comparison and comparison["runs"].notna().any() else 1
+    if n > 1:
+        return (f"The verdicts rest on {n} independent runs (each on fresh servers, with a seed of its own): the "
+                "interval is a 95% t interval over the runs' medians, a verdict needs 3 runs and must stay the same "
+                "with any one run left out, and each run's own verdict is in the evidence. The figures and tables "
+                f"below are the campaign's last run ({html.escape(str(manifest.get('run_id', '?')))}); each run's "
+                "own tables are in data/derived/&lt;study&gt;/runs/.")
+    return ("One run: each interval is over the blocks of that run only, and another run on the same machine may "
+            "differ as much as its blocks do. A campaign (runs: 5 in the profile) decides over runs.")
 
 
 def _text(value: Any) -> str:
@@ -176,8 +205,8 @@ def study_html(study: str, nb: Notebook, comparison: pd.DataFrame, manifest: dic
            "<h2 id=\"verdicts\">Verdicts</h2>", _table(verdict_rows(comparison, facts), VERDICT_COLUMNS, "verdicts"),
            "<p class=\"meta\">Each claim is a ratio measured in blocks that run every configuration back to back, "
            "divided within its block by the baseline. The verdict is the rule beside it applied to the 95% interval "
-           "of the median over blocks (no verdict from fewer than 6 blocks, or while baseline / baseline excludes 1); "
-           "the study's docs page states every rule and margin.</p>",
+           "(no verdict while baseline / baseline excludes 1); the study's docs page states every rule and margin. "
+           f"{runs_sentence(comparison, manifest)}</p>",
            "<h2 id=\"where\">Where it ran</h2>",
            f"<p>{html.escape(placement.summary(manifest))}</p>",
            "<p class=\"meta\">" + " | ".join(f"{k}: {html.escape(v)}" for k, v in run.items()) + "</p>"]

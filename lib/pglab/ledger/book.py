@@ -19,6 +19,7 @@ from pglab.errors import UserError
 from pglab.ledger import rows
 from pglab.ledger.backend import Ledger, is_yours, location, reference
 from pglab.ledger.schema import TABLES
+from pglab.runs import campaign
 from pglab.runs.writing import git_revision
 
 
@@ -130,7 +131,10 @@ def record(run: str | Path, derived: str | Path | None = None, *, data_root: str
     on stderr and changes nothing else: the run folder is the truth, and ``pglab ledger add`` adds it later."""
     try:
         with Ledger(url, data_root) as ledger:
-            add(ledger, run, derived, code_revision=git_revision())
+            pairs = campaign.own_analyses(Path(run), Path(derived)) if derived is not None else \
+                [(m, None) for m in campaign.members(run)]
+            for member, own in pairs:  # a campaign: each run with its own analysis, never the verdicts over runs
+                add(ledger, member, own, code_revision=git_revision())
     except Exception as exc:  # noqa: BLE001 - never let the index cost the run
         print(f"pglab: the run {run} was not added to the ledger {location(url, data_root)} ({exc}); "
               f"`pglab ledger add {run}` adds it later", file=sys.stderr)

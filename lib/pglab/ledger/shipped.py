@@ -21,6 +21,7 @@ import yaml
 
 from pglab.ledger import book
 from pglab.ledger.backend import Ledger
+from pglab.runs import campaign
 from pglab.runs.record import MANIFEST, check, migrate
 from pglab.runs.writing import git_revision
 from pglab.studies import STUDIES, module
@@ -39,20 +40,31 @@ def remote_runs(remote: str | Path) -> Iterator[tuple[str, dict[str, Any]]]:
             entries = json.loads(listing.read_text())
         except (OSError, ValueError):
             continue
-        manifest = next((e["md5"] for e in entries if isinstance(e, dict) and e.get("relpath") == MANIFEST), None)
-        if manifest is None or not _content(remote, manifest).exists():
-            continue
-        path = _content(remote, manifest)
-        data = migrate(check(json.loads(path.read_text()), path))  # read as today's format (runs.formats)
-        found.append((listing.parent.name + listing.name.removesuffix(".dir") + ".dir", data))
+        dir_hash = listing.parent.name + listing.name.removesuffix(".dir") + ".dir"
+        for e in entries:  # the run at the top, and a campaign's earlier runs under campaign/<run-id>/
+            relpath = e.get("relpath") if isinstance(e, dict) else None
+            if not isinstance(relpath, str) or relpath.rsplit("/", 1)[-1] != MANIFEST:
+                continue
+            inner = relpath[:-len(MANIFEST)].rstrip("/")
+            if inner and not (inner.startswith(campaign.MEMBERS + "/") and inner.count("/") == 1):
+                continue
+            path = _content(remote, e["md5"])
+            if not path.exists():
+                continue
+            data = migrate(check(json.loads(path.read_text()), path))  # read as today's format (runs.formats)
+            found.append((member_hash(dir_hash, inner), data))
     yield from sorted(found, key=lambda x: (str(x[1].get("start")), x[1]["run_id"]))
 
 
 def materialize(remote: str | Path, dir_hash: str, dest: Path) -> Path:
     """The run folder ``dir_hash`` names, copied out of the remote into ``dest`` (hard links where possible)."""
     remote = Path(remote)
+    dir_hash, _, inner = dir_hash.partition("#")  # a campaign's earlier run: only its files, from its folder
+    prefix = f"{inner}/" if inner else ""
     for e in json.loads(_content(remote, dir_hash).read_text()):
-        target = dest / e["relpath"]
+        if not e["relpath"].startswith(prefix):
+            continue
+        target = dest / e["relpath"][len(prefix):]
         if not target.resolve().is_relative_to(dest.resolve()):
             raise ValueError(f"{dir_hash}: {e['relpath']!r} points outside the run folder")
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -119,14 +131,21 @@ def add_pipeline(ledger: Ledger, data_root: str | Path = "data", lock: str | Pat
     root, hashes, added = Path(data_root), pipeline_hashes(lock), []
     revision = git_revision()
     for study in STUDIES:
-        run, derived = root / "raw" / study, root / "derived" / study
-        if not (run / MANIFEST).exists():
+        top, analysis = root / "raw" / study, root / "derived" / study
+        if not (top / MANIFEST).exists():
             continue
-        derived_ok = (derived / "comparison.csv").exists() and _analysis_of(derived) == _run_id(run)
-        dvc_hash = hashes.get(study) if _locked(hashes.get(study), run, Path(lock).parent) else None
-        added.append(book.add(ledger, run, derived if derived_ok else None, dvc_hash=dvc_hash,
-                              code_revision=revision))
+        dvc_hash = hashes.get(study) if _locked(hashes.get(study), top, Path(lock).parent) else None
+        for run, derived in campaign.own_analyses(top, analysis):  # a campaign: each of its runs
+            derived_ok = (derived / "comparison.csv").exists() and _analysis_of(derived) == _run_id(run)
+            added.append(book.add(ledger, run, derived if derived_ok else None, code_revision=revision,
+                                  dvc_hash=dvc_hash and member_hash(dvc_hash, run.relative_to(top).as_posix())))
     return added
+
+
+def member_hash(dir_hash: str, relpath: str) -> str:
+    """The DVC hash of a run inside a published folder: the folder's ``.dir`` hash, and for a campaign's earlier run
+    ``#`` and its path in it (``campaign/<run-id>``), which ``materialize`` reads back."""
+    return dir_hash if relpath in ("", ".") else f"{dir_hash}#{relpath}"
 
 
 def _run_id(run: Path) -> str:

@@ -22,12 +22,13 @@ import shutil
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pglab.hosts.base import Result
-from pglab.runs import record, runs_index
+from pglab.runs import campaign, record, runs_index
 from pglab.runs.reading import load_manifest, points_not_ok, points_not_ok_summary
 from pglab.runs.record import FORMAT_VERSION, MANIFEST, META, Bookkeeping, PointMeta, RunRecord
 from pglab.runs.writing import git_revision, now, package_versions, write_json, write_record
@@ -188,13 +189,20 @@ def write_manifest(path: Path, manifest: dict[str, Any]) -> None:
 # -- the pipeline's run: a copy of one archived run (``runs.reading`` says which run an analysis reads) --------
 
 
-def publish(run_dir: Path, dest: Path) -> Path:
-    """Make ``dest`` a copy of ``run_dir`` (whole, via a rename); what was there is archived first."""
+def publish(run_dir: Path, dest: Path, earlier: Sequence[Path] = (), campaign_record: dict[str, Any] | None = None
+            ) -> Path:
+    """Make ``dest`` a copy of ``run_dir`` (whole, via a rename); what was there is archived first. A campaign
+    (``runs.campaign``): its ``earlier`` runs copied under ``campaign/`` and its record beside, in the same rename."""
     run_dir, dest = Path(run_dir), Path(dest)
     archive = run_dir.parent
     _archive_previous(dest, archive)
     tmp = dest.with_name(f".{dest.name}.publishing-{uuid.uuid4().hex[:6]}")
     shutil.copytree(run_dir, tmp, symlinks=True)
+    for run in earlier:
+        shutil.copytree(run, record.inside(tmp / campaign.MEMBERS, tmp / campaign.MEMBERS / Path(run).name,
+                                           "campaign member"), symlinks=True)
+    if campaign_record is not None:
+        campaign.write(tmp, campaign_record)
     old = dest.with_name(f".{dest.name}.old-{uuid.uuid4().hex[:6]}")
     if dest.exists():
         os.replace(dest, old)
@@ -209,6 +217,8 @@ def _archive_previous(dest: Path, archive: Path) -> None:
     if not dest.exists():
         return
     candidates = [dest] if (dest / MANIFEST).exists() else [p for p in dest.iterdir() if (p / MANIFEST).exists()]
+    if (dest / campaign.CAMPAIGN).exists():
+        candidates += [p for p in campaign.members(dest) if p != dest]
     for run in candidates:
         target = record.inside(archive, archive / load_manifest(run)["run_id"], "archived copy")
         if not target.exists():
