@@ -14,8 +14,10 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import REPO, pulled_runs, workspaces
-from pglab.app import repeat, spread
+from pglab.app import collect, spread
 from pglab.app.cli import main
+from pglab.ledger import book
+from pglab.runs.campaign import CAMPAIGN, MEMBERS
 
 STUDY = "synchronous_commit"
 HELD, NOT, UNRES = "held", "did not hold", "not resolvable here"
@@ -29,8 +31,8 @@ def frame(*rows: tuple[str, float, str]) -> pd.DataFrame:
 
 def run_copy(where: Path, run_id: str, **changes: object) -> Path:
     """A copy of the shipped synchronous_commit run under another run id (a second run of the same setup)."""
-    pulled_runs(STUDY)
-    shutil.copytree(REPO / "data" / "raw" / STUDY, where)
+    pulled_runs(STUDY)  # the campaign's last run alone: not its record, not its earlier runs
+    shutil.copytree(REPO / "data" / "raw" / STUDY, where, ignore=shutil.ignore_patterns(CAMPAIGN, MEMBERS))
     m = json.loads((where / "manifest.json").read_text())
     m.update(run_id=run_id, **changes)
     (where / "manifest.json").write_text(json.dumps(m))
@@ -164,35 +166,42 @@ def test_collect_refuses_a_bad_repeat_before_anything_starts(tmp_path: Path, cap
     assert not (tmp_path / "data").exists() and workspaces() == before
 
 
-def test_repeat_publishes_the_last_complete_run_and_leaves_a_partial_one_out(
+def test_repeat_stops_at_a_partial_run_publishes_nothing_and_spreads_the_runs_that_ended(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    """Runs ending complete, complete, partial (the study's collect replaced by copies of the shipped run):
-    the spread has the two complete ones, data/raw gets the second, exit 3 as for one partial run."""
+    """Runs ending complete, partial (the study's collect replaced by copies of the shipped run): a campaign is
+    published whole or not at all, so it stops there (exit 3, as for one partial run), the third run never starts,
+    data/raw is left as it was, and the spread has the two runs that ended."""
     root = tmp_path / "data"
-    statuses = iter(["complete", "complete", "partial"])
+    statuses = iter(["complete", "partial", "complete"])
     ids = iter(["20261201T000001Z-aaaaaa", "20261201T000002Z-bbbbbb", "20261201T000003Z-cccccc"])
+    seeds = []
 
     def fake(p: object, *, data_root: str, **kw: object) -> Path:
         run_id = next(ids)
+        seeds.append(p.seed)  # type: ignore[attr-defined]
         return run_copy(Path(data_root) / "runs" / STUDY / run_id, run_id, status=next(statuses))
 
-    monkeypatch.setattr(repeat, "module", lambda study, part: SimpleNamespace(collect=fake))
+    real = collect.module
+    monkeypatch.setattr(collect, "module", lambda study, part: SimpleNamespace(collect=fake) if part == "collect"
+                        else real(study, part))
     code = main(["collect", STUDY, "--profile", "smoke", "--repeat", "3", "--data-root", str(root), "--quiet"])
     assert code == 3
     out = root / "repeats" / STUDY / "20261201T000001Z-aaaaaa"
     t = pd.read_csv(out / "spread.csv")
-    assert "reproduced_20261201T000002Z-bbbbbb" in t.columns and "reproduced_20261201T000003Z-cccccc" not in t
-    assert (t["runs"] == 2).all() and not (out / "20261201T000003Z-cccccc").exists()
-    assert json.loads((root / "raw" / STUDY / "manifest.json").read_text())["run_id"] == "20261201T000002Z-bbbbbb"
+    assert {"reproduced_20261201T000001Z-aaaaaa", "reproduced_20261201T000002Z-bbbbbb"} <= set(t.columns)
+    assert (t["runs"] == 2).all() and not (root / "runs" / STUDY / "20261201T000003Z-cccccc").exists()
+    assert not (root / "raw" / STUDY).exists()
+    assert len(seeds) == 2 and seeds[0] != seeds[1]  # a seed drawn for each run
     err = capsys.readouterr().err
-    assert "run 3 of 3" in err and "is partial" in err and "left out of the spread" in err
+    assert "run 2 of 3" in err and "is partial" in err and "none was published" in err
 
 
 @pytest.mark.servers
 @pytest.mark.slow
-def test_collect_repeat_two_smoke_runs(tmp_path: Path) -> None:
-    """Two real runs, smaller than smoke (two levels, one block, about 20 s each): both archived, both
-    analysed, the spread written, the last one published."""
+def test_collect_repeat_two_smoke_runs_is_a_campaign(tmp_path: Path) -> None:
+    """Two real runs, smaller than smoke (two levels, one block, about 20 s each): both archived with seeds of their
+    own, published together as a campaign, each analysed with the spread written; then `pglab analyze` decides
+    over the two runs (and says two runs cannot decide), and the ledger holds each run with its own analysis."""
     root = tmp_path / "data"
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump({"profile": "tiny", "inventory": str(REPO / "params" / "hosts.yaml"),
@@ -211,14 +220,33 @@ def test_collect_repeat_two_smoke_runs(tmp_path: Path) -> None:
     t = pd.read_csv(out / "spread.csv")
     assert {f"reproduced_{r}" for r in runs} | {f"verdict_{r}" for r in runs} <= set(t.columns)
     assert set(t["agreement"]) <= {"stable", "mixed", "opposite"} and (t["runs"] <= 2).all()
-    measured = t.dropna(subset=["median"])  # off's claim; the levels not run have no number
-    assert len(measured) and ((measured["min"] <= measured["median"]) & (measured["median"] <= measured["max"])).all()
     for r in runs:
         assert (out / r / "derived" / "comparison.csv").exists() and any((out / r / "figures").iterdir())
-        assert json.loads((root / "runs" / STUDY / r / "manifest.json").read_text())["status"] == "complete"
-    seeds = [json.loads((root / "runs" / STUDY / r / "manifest.json").read_text())["parameters"]["seed"] for r in runs]
-    assert seeds == [1, 2]  # each repetition its own point order
-    assert json.loads((root / "raw" / STUDY / "manifest.json").read_text())["run_id"] == runs[1]
-    assert "run 1 of 2" in res.stderr and "run 2 of 2" in res.stderr
-    assert f"r1 = {runs[0]}" in res.stdout and "agreement" in res.stdout and str(out / "spread.csv") in res.stdout
+    manifests = [json.loads((root / "runs" / STUDY / r / "manifest.json").read_text()) for r in runs]
+    seeds = [m["parameters"]["seed"] for m in manifests]
+    assert all(m["status"] == "complete" for m in manifests) and seeds[0] != seeds[1]
+    raw = root / "raw" / STUDY
+    record = json.loads((raw / CAMPAIGN).read_text())
+    assert [r["run_id"] for r in record["runs"]] == runs and [r["seed"] for r in record["runs"]] == seeds
+    assert json.loads((raw / "manifest.json").read_text())["run_id"] == runs[1]
+    assert json.loads((raw / MEMBERS / runs[0] / "manifest.json").read_text())["run_id"] == runs[0]
+    assert "run 1 of 2" in res.stderr and "run 2 of 2" in res.stderr and "agreement" in res.stdout
     assert workspaces() == before
+
+    assert main(["analyze", STUDY, "--data-root", str(root), "--figures", str(tmp_path / "figures")]) == 0
+    derived = root / "derived" / STUDY
+    c = pd.read_csv(derived / "comparison.csv")
+    assert (c["runs"] == 2).all() and set(c["run_ids"]) == {" ".join(runs)}
+    assert not set(c["verdict"]) & {"held", "did not hold"}  # two runs never decide
+    off = c[c["claim"].str.startswith("off")].iloc[0]
+    assert off["ci_method"] == "t over runs" and off["ci_low"] <= off["reproduced"] <= off["ci_high"]
+    per_run = pd.read_csv(derived / "runs.csv")
+    assert sorted(set(per_run["run_id"])) == runs and len(per_run) == 2 * len(c)
+    for r in runs:
+        own = pd.read_csv(derived / "runs" / r / "comparison.csv")
+        assert list(own["claim"]) == list(c["claim"])
+        assert own.set_index("claim").loc[off["claim"], "reproduced"] == pytest.approx(
+            per_run[(per_run.run_id == r) & (per_run.claim == off["claim"])].reproduced.iloc[0])
+    _, claims = book.load(data_root=root, study=STUDY)  # each run with its own analysis, never the campaign's
+    mine = claims[claims["run_id"].isin(runs)]
+    assert set(mine["run_id"]) == set(runs) and len(mine) == 2 * len(c)

@@ -245,9 +245,9 @@ def build_parser(only_parse: bool = False) -> argparse.ArgumentParser:
     c = sub.add_parser("collect", help="run a study's measurements into data/runs/<study>/<run-id>/ "
                                        "(kept for good) and copy the run to data/raw/<study>/ (the pipeline's)")
     add_arguments(c)
-    c.add_argument("--repeat", type=int, metavar="N", help="the whole run N times, one after the other, each "
-                   "analysed into data/repeats/<study>/<first-run-id>/<run-id>/, and their run-to-run spread "
-                   "(spread.csv there); the last complete run is published")
+    c.add_argument("--repeat", type=int, metavar="N", help="a campaign of N runs for this once (the profile's runs "
+                   "set to N; each a seed of its own), published together; each run also analysed into "
+                   "data/repeats/<study>/<first-run-id>/<run-id>/ with their run-to-run spread (spread.csv there)")
     c.add_argument("--reference", default="data/reference", help="published numbers (with --repeat)")
     c.set_defaults(func=cmd_collect)
     z = sub.add_parser("analyze", help="derived tables, metrics and figures from a raw run")

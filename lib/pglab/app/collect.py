@@ -52,7 +52,7 @@ def collect(a: argparse.Namespace) -> int:
     point measured), or a partial one with ``--accept-failed``."""
     name, p, inventory = load_params(a.study, a.params, a.profile, a.inventory)
     if p.runs > 1:
-        return collect_campaign(a, name, p, inventory)
+        return collect_campaign(a, name, p, inventory)[0]
     resume = None
     if a.resume is not None:
         from pglab.runs.resume import find
@@ -106,8 +106,9 @@ def measure_campaign(study: str, p: Any, *, data_root: str | Path, profile: str,
     return runs, campaign.record_of(records, study, profile, p.runs), ""
 
 
-def collect_campaign(a: argparse.Namespace, name: str, p: Any, inventory: Inventory) -> int:
-    """The CLI's campaign: measured (``measure_campaign``), then published whole or not at all."""
+def collect_campaign(a: argparse.Namespace, name: str, p: Any, inventory: Inventory) -> tuple[int, list[Path]]:
+    """The CLI's campaign: measured (``measure_campaign``), then published whole or not at all; (exit code, the
+    runs it archived)."""
     if a.resume is not None:
         raise UserError(f"--resume continues one run, and profile {name} is a campaign of {p.runs} runs: resume the "
                         "run with `--resume RUN` and a profile of runs: 1, or start the campaign again")
@@ -118,10 +119,10 @@ def collect_campaign(a: argparse.Namespace, name: str, p: Any, inventory: Invent
         partial = record["runs"][-1]["status"] == "partial"
         print(f"pglab: {why}. The campaign stops; its runs stay archived and none was published to {dest}"
               + (" (pass --accept-failed to publish partial runs)" if partial else ""), file=sys.stderr)
-        return exits.PARTIAL if partial else exits.PROCESS
+        return exits.PARTIAL if partial else exits.PROCESS, runs
     publish(runs[-1], dest, runs[:-1], record)
     print(f"{p.runs} runs archived in {runs[-1].parent}; the pipeline's copy of the campaign is {dest}")
-    return 0
+    return 0, runs
 
 
 def main(argv: Sequence[str] | None = None) -> int:
