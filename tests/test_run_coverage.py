@@ -233,18 +233,11 @@ def test_spread_recovers_the_within_and_between_sd(icc: float, blocks: int) -> N
     assert abs(got_icc - icc) < 0.1, got_icc
 
 
-SETTLE_XFAIL = pytest.mark.xfail(strict=True, reason=(
-    "runs_to_settle stops at the n whose leave-one-out interval, centred on the mean measured so far, just reaches "
-    "the bound: a new campaign's mean falls on either side of that, so n runs decide about half the time or less "
-    "(0.5 SD from the bound: 19 runs, 42%; 0.75 SD: 11 runs, 45%). A power term would give 'most': "
-    "(t + z(0.8)) * s / sqrt(n - 1) < d"))
-
-
-@pytest.mark.parametrize("distance", [pytest.param(0.5, marks=SETTLE_XFAIL), pytest.param(0.75, marks=SETTLE_XFAIL),
-                                      1.5, 2.0, 3.0])
+@pytest.mark.parametrize("distance", [0.5, 0.75, 1.5, 2.0, 3.0])
 def test_runs_to_settle_is_enough_runs(distance: float) -> None:
     """Five runs whose log medians sit ``distance`` SDs above a "greater than 1" bound: ``runs_to_settle`` gives a
-    count, and a campaign of that many runs at the same mean and spread decides in most cases (over half)."""
+    count, and a campaign of that many runs at the same mean and spread decides in most cases (its POWER, 80%, is
+    aimed at; over two thirds is asked)."""
     s = 0.1
     z = np.arange(5.0)
     measured = np.exp(distance * s + s * (z - z.mean()) / z.std(ddof=1))
@@ -253,7 +246,7 @@ def test_runs_to_settle_is_enough_runs(distance: float) -> None:
     rng = np.random.default_rng(int(10 * distance))
     campaigns = np.exp(distance * s + s * rng.standard_normal((4000, n)))
     decided = float(np.mean(decide_many(campaigns, 1.0, math.nan) != OPEN))
-    assert decided > 0.5, (distance, n, decided)
+    assert decided > 2 / 3, (distance, n, decided)
 
 
 def test_runs_to_settle_grows_as_the_mean_nears_the_bound() -> None:

@@ -35,6 +35,7 @@ from scipy import stats
 CONFIDENCE = 0.95
 MIN_RUNS = 3  # the fewest runs a verdict is decided from: with 2, leaving one out leaves no interval
 MAX_SETTLE = 100  # beyond this many runs, "more runs" is no answer
+POWER = 0.8  # runs_to_settle: the share of campaigns of that many runs that decide, if the runs stay as measured
 METHOD = "t over runs"
 RUN_COLUMNS = ["runs", "run_ids", "run_values", "run_verdicts", "within_sd", "between_sd", "icc", "loo", "settle"]
 ONE_RUN = ("one run: its interval is over the blocks of that run only, and another run on the same machine "
@@ -71,7 +72,8 @@ def decide(values: Sequence[float], bound_low: float, bound_high: float,
     """(verdict, (centre, low, high), the runs whose leaving-out changes it) for one claim's run medians."""
     centre, lo, hi = (round(v, 4) if not math.isnan(v) else v for v in log_t_interval(values, confidence))
     v = rule_verdict(lo, hi, bound_low, bound_high)
-    n = int(np.sum(np.isfinite(np.asarray(values, dtype=float))))
+    x = np.asarray(values, dtype=float)
+    n = int(np.sum(np.isfinite(x) & (x > 0)))  # the runs the interval is over
     if v == "not resolvable here" or n < MIN_RUNS:
         return "not resolvable here", (centre, lo, hi), []
     changed = []
@@ -103,8 +105,8 @@ def spread(block_values: Sequence[Sequence[float]]) -> tuple[float, float, float
 def runs_to_settle(values: Sequence[float], bound_low: float, bound_high: float,
                    confidence: float = CONFIDENCE) -> int | None:
     """About how many runs would decide the claim, if the runs' spread and mean stay as measured: the fewest n
-    whose leave-one-out interval (n - 1 runs) already lies on one side of every bound. None: more than
-    ``MAX_SETTLE``, or no spread to go by."""
+    whose leave-one-out interval (n - 1 runs) lies on one side of every bound in ``POWER`` of such campaigns.
+    None: more than ``MAX_SETTLE``, or no spread to go by."""
     x = np.log(np.asarray([v for v in values if v > 0 and math.isfinite(v)], dtype=float))
     if len(x) < 2 or not x.std(ddof=1) > 0:
         return None
@@ -113,8 +115,9 @@ def runs_to_settle(values: Sequence[float], bound_low: float, bound_high: float,
     if not edges:
         return None
     d = min(abs(m - e) for e in edges)  # inside: to the nearer bound; outside: to the one crossed
-    for n in range(max(MIN_RUNS, len(x) + 1), MAX_SETTLE + 1):
-        if float(stats.t.ppf(0.5 + confidence / 2, n - 2)) * s / math.sqrt(n - 1) < d:
+    for n in range(max(MIN_RUNS, len(x) + 1), MAX_SETTLE + 1):  # the t quantile plus POWER's normal quantile:
+        # an interval that only just reaches the bound at today's mean decides half the campaigns of that size
+        if (float(stats.t.ppf(0.5 + confidence / 2, n - 2)) + float(stats.norm.ppf(POWER))) * s / math.sqrt(n - 1) < d:
             return n
     return None
 
@@ -145,7 +148,7 @@ def claim_row(claim: str, rows: Mapping[str, Mapping[str, Any]], confidence: flo
                run_verdicts="; ".join(f"{_short(i)}: {v}" for i, v in zip(ids, own, strict=True)),
                within_sd=_round(within), between_sd=_round(between), icc=_round(icc), loo="", settle="")
     measured = [v for v in values if not math.isnan(v)]
-    out["blocks"] = int(sum(int(r.get("blocks") or 0) for r in rows.values()))
+    out["blocks"] = int(sum(int(r["blocks"]) for r in rows.values() if not pd.isna(r.get("blocks"))))
     if len(ids) == 1:
         out["note"] = "; ".join(s for s in (ONE_RUN, str(last.get("note") or "")) if s)
         still_open = out["verdict"] == "not resolvable here"
