@@ -116,8 +116,12 @@ def test_spread_of_two_runs_analysed_for_real(tmp_path: Path, capsys: pytest.Cap
         claims = pd.read_csv(out / run / "derived" / "comparison.csv")["claim"]
         assert list(claims) == list(t["claim"])
         assert any((out / run / "figures").iterdir())
+    over = pd.read_csv(out / spread.VERDICTS_CSV)  # the verdicts over the two runs: two never decide
+    assert list(over["claim"]) == list(t["claim"]) and (over["runs"] == 2).all()
+    assert not set(over["verdict"]) & {"held", "did not hold"}
     printed = capsys.readouterr().out
     assert f"r1 = 20261123T114111Z-aaaaaa ({a})" in printed and "agreement" in printed
+    assert "verdicts over the 2 runs" in printed
     assert f"{len(t)} stable, 0 mixed, 0 opposite" in printed
 
 

@@ -266,8 +266,9 @@ def build_parser(only_parse: bool = False) -> argparse.ArgumentParser:
     v.add_argument("--data-root", default="data", help=DATA_ROOT_HELP)
     v.add_argument("--reference", default="data/reference", help=REFERENCE_HELP)
     v.set_defaults(func=cmd_compare)
-    s = sub.add_parser("spread", help="the run-to-run spread of existing runs of one study: each analysed, "
-                                      "one row per claim with each run's reproduced value and verdict")
+    s = sub.add_parser("spread", help="the run-to-run spread of existing runs of one study (runs of other days "
+                                      "too): each analysed, one row per claim with each run's value and verdict, "
+                                      "and the verdicts decided over them (verdicts.csv)")
     s.add_argument("study", choices=STUDIES, help="the study the runs belong to")
     s.add_argument("runs", nargs="+", metavar="RUN", help="a run folder, or a run id under data/runs/<study>/")
     s.add_argument("--out", help="where the analyses and spread.csv go (default "

@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from pglab.analysis import over_runs
 from pglab.app.comparable import check_comparable, find_run, mixing_message
 from pglab.app.paths import output_dir
 from pglab.errors import UserError
@@ -33,6 +34,7 @@ STABLE, OPPOSITE, MIXED = "stable", "opposite", "mixed"
 MISSING = "(missing)"  # a run whose comparison has no row for the claim
 USABLE = ("complete", "partial")  # statuses whose runs have every point tried (partial: failed ones excluded)
 SPREAD_CSV = "spread.csv"
+VERDICTS_CSV = "verdicts.csv"  # the verdicts over the runs (pglab.analysis.over_runs)
 CLAIM_WIDTH = 48  # the printed table's claim column: long claims are cut, the CSV keeps them whole
 
 
@@ -160,17 +162,24 @@ def analyse(study: str, runs: Sequence[Path], out: Path, reference_dir: str | Pa
         dest = inside(out, out / label(run), f"analysis of {run}")
         analyze(run, dest / "derived", dest / "figures", Path(reference_dir))
         record(run, dest / "derived", data_root=data_root)
-        t = pd.read_csv(dest / "derived" / "comparison.csv")
-        frames[label(run)] = t[[c for c in ("claim", "published", "reproduced", "verdict") if c in t.columns]]
+        frames[label(run)] = pd.read_csv(dest / "derived" / "comparison.csv")
     return frames
 
 
 def write(study: str, runs: Sequence[Path], frames: Mapping[str, pd.DataFrame], out: Path) -> pd.DataFrame:
-    """``out/spread.csv`` from the runs' comparison frames (``analyse``), and the short table with its legend."""
-    table = spread_table({label(r): frames[label(r)] for r in runs})
+    """``out/spread.csv`` from the runs' comparison frames (``analyse``), and the short table with its legend; then
+    ``out/verdicts.csv``, the verdicts decided over these runs (``analysis.over_runs``), and their tally."""
+    ordered = {label(r): frames[label(r)] for r in runs}
+    table = spread_table(ordered)
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / SPREAD_CSV, index=False)
     show(table, runs)
+    if all("bound_low" in f.columns for f in ordered.values()):  # comparisons of today's analyses
+        over = over_runs.comparison(ordered)
+        over.to_csv(out / VERDICTS_CSV, index=False)
+        tally = over["verdict"].value_counts()
+        print(f"verdicts over the {len(runs)} runs ({out / VERDICTS_CSV}): "
+              + ", ".join(f"{n} {v}" for v, n in tally.items()))
     print(f"spread of {len(runs)} run{'s' if len(runs) > 1 else ''} of {study}: {out / SPREAD_CSV} "
           f"(each run's tables and figures in {out}/<run-id>/)")
     return table
