@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from pglab.analysis.text import verdict_line
-from pglab.app.summary import costs
+from pglab.app.summary import costs, published
 from pglab.runs import record
 from pglab.studies import STUDIES
 
@@ -41,9 +41,11 @@ def runs_table(root: Path) -> str:
         m = json.loads((root / "data" / "metrics" / f"{study}.json").read_text())
         manifest = record.read(root / "data" / "raw" / study, study)
         ratio = f"{m['ratio']:g} [{m['low']:g}, {m['high']:g}]" if isinstance(m.get("ratio"), float) else "-"
-        wall, share, cpu = costs(manifest)
+        runs = published(root / "data" / "raw" / study)
+        wall, share, cpu = costs(*runs)
         cells = [study, m["run"], m["held"], m["not_held"], m["open"], m["n_a"], ratio, f"{m['floor']:g}",
-                 f"{manifest.get('profile')}, {str(manifest.get('start', ''))[:10]}",
+                 f"{manifest.get('profile')}" + (f" ({len(runs)} runs)" if len(runs) > 1 else "")
+                 + f", {str(manifest.get('start', ''))[:10]}",
                  f"{wall:.0f} s", "-" if share is None else f"{share:.0%}",
                  "-" if cpu is None else f"{cpu:.2%}"]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
@@ -59,10 +61,17 @@ def block(study: str, root: Path) -> str:
     counts = comparison.verdict.value_counts()
     tally = ", ".join(f"{int(counts[v])} {v}" for v in ("held", "did not hold", "not resolvable here",
                                                         "not measurable here") if v in counts)
-    lines = [BEGIN, "", "## Verdicts of the shipped run", "",
-             f"Run `{manifest['run_id']}` ({manifest.get('profile')} profile, {str(manifest.get('start', ''))[:10]}, "
+    runs = published(root / "data" / "raw" / study)
+    what = (f"A campaign of {len(runs)} runs (" + ", ".join(f"`{r['run_id']}`" for r in runs) + ")" if len(runs) > 1
+            else f"Run `{manifest['run_id']}`")
+    over = ("the value over the runs (the geometric mean of their medians) and its 95% t interval over the runs, "
+            "each run's own verdict" if len(runs) > 1 else
+            "the reproduced median and its interval over the blocks of this one run (within-run only: another run "
+            "may differ as much as its blocks do)")
+    lines = [BEGIN, "", "## Verdicts of the shipped runs", "",
+             f"{what} ({manifest.get('profile')} profile, {str(manifest.get('start', ''))[:10]}, "
              f"{first.get('cores', '?')} cores, {first.get('cpu_model', '?')}): {tally}. "
-             "Each line: the verdict, the article's number, the reproduced median and its interval over blocks, "
+             f"Each line: the verdict, the article's number, {over}, "
              "the rule with its numbers, and the machine property the answer depends on, here and in the article "
              f"(`data/derived/{study}/comparison.csv` has every column; `reports/{study}.html` the figures).", ""]
     lines += [verdict_line(row) for row in comparison.to_dict("records")]
