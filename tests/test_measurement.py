@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
 import numpy as np
@@ -130,10 +131,21 @@ def test_a_baseline_that_differs_from_itself_decides_nothing() -> None:
     assert row["verdict"] == "not resolvable here" and "excludes 1" in str(row["note"])
 
 
-def test_a_hardware_difference_is_said_beside_did_not_hold() -> None:
+def test_a_machine_unlike_the_articles_is_not_judged_and_its_verdict_kept_apart() -> None:
+    """The one policy (docs/measurement.md, "A machine unlike the article's"): a claim whose property differs is
+    "not measurable here" whatever its interval gives, and that verdict is kept in ``here_verdict``; on a machine
+    like the article's the interval decides as always."""
     disk = claims.Machine("disk flush rate", "4,167 fdatasync/s", "about 120 flushes/s", "a hard disk", differs=True)
-    row = claim_verdict(synthetic(3.0, 0.02), claims.threshold("10x", 10, 10 ** 0.5), machine=disk)
-    assert row["verdict"] == "did not hold" and "differs from the article's" in str(row["note"])
+    ten = claims.threshold("10x", 10, 10 ** 0.5)
+    row = claim_verdict(synthetic(3.0, 0.02), ten, machine=disk)
+    assert (row["verdict"], row["here_verdict"]) == ("not measurable here", "did not hold")
+    assert "not judged: this machine differs from the article's in disk flush rate" in str(row["note"])
+    assert "answered by a hard disk" in str(row["note"])
+    held = claim_verdict(synthetic(20.0, 0.02), ten, machine=disk)  # a "held" is not counted either
+    assert (held["verdict"], held["here_verdict"]) == ("not measurable here", "held")
+    like = dataclasses.replace(disk, differs=False)
+    alike = claim_verdict(synthetic(3.0, 0.02), ten, machine=like)
+    assert (alike["verdict"], alike["here_verdict"]) == ("did not hold", "") and "not judged" not in alike["note"]
     assert (row["depends_on"], row["here"], row["article"]) == ("disk flush rate", "4,167 fdatasync/s",
                                                                 "about 120 flushes/s")
     gone = claims.comparison_row(claims.direction("c", 1.0), [], measurable=False, why_not="needs two machines",

@@ -4,7 +4,9 @@ Why: on a 2-core VM with a fast virtual disk, "off is an order of magnitude fast
 hold because the disk flushes 4,000 times a second where the article's SATA disk flushed about 120
 times; that is a difference of hardware, not a refutation. Each study's analysis passes the property a
 claim depends on to its row (``claims.Machine``), and the row of comparison.csv shows the property here
-and in the article, and what would answer the claim where this machine cannot.
+and in the article, and what would answer the claim where this machine cannot. One policy for all five
+studies (``claims.comparison_row``, docs/measurement.md "A machine unlike the article's"): a claim whose
+property ``differs`` is not judged here; the verdict its interval gives is kept apart (``here_verdict``).
 """
 
 from __future__ import annotations
@@ -38,18 +40,72 @@ def disk_flush(fsync: dict[str, Any] | None) -> Machine:
                    differs=bool(ops and ops > 10 * SATA_FLUSHES_S))
 
 
-def shared_cpu(manifest: dict[str, Any], article: str, who: str = "every node and client") -> Machine:
-    """Cores shared by the nodes: what a claim of throughput under load, or of a ranking, depends on."""
+def shared_cpu(manifest: dict[str, Any], article: str, who: str = "every node and client",
+               apart: list[str] | None = None) -> Machine:
+    """Cores shared by the nodes: what a claim of throughput under load, or of a ranking, depends on. It differs
+    from the article's when the hosts ``apart`` (provider and subscriber, say) share a machine; without them,
+    when the whole run had one machine."""
     n, words = cores_here(manifest)
-    return Machine("cores per node", words + (f", shared by {who}" if n == 1 else ""), article,
-                   "nodes and clients on machines of their own, as the article had", differs=n == 1)
+    if apart is None:
+        differs = n == 1
+    else:
+        hosts = [h for h in apart if h]
+        differs = len({placement.machine(manifest, h) for h in hosts}) < len(hosts)
+    return Machine("cores per node", words + (f", shared by {who}" if differs else ""), article,
+                   "nodes and clients on machines of their own, as the article had", differs=differs)
 
 
 def separate_machines(manifest: dict[str, Any], hosts: list[str], article: str, answer: str) -> Machine:
-    """Whether ``hosts`` ran on machines of their own: what scale-out and isolation claims need."""
-    machines = {placement.machine(manifest, h) for h in hosts if h}
-    words = f"{len(hosts)} nodes on {len(machines)} machine{'s' if len(machines) != 1 else ''}"
-    return Machine("separate machines", words, article, answer, differs=len(machines) < len(set(hosts)))
+    """Whether ``hosts`` (one per node; a host named twice is two nodes on it) ran on machines of their own: what
+    scale-out and isolation claims need. Two nodes on one host share its machine, so they differ too."""
+    nodes = [h for h in hosts if h]
+    machines = {placement.machine(manifest, h) for h in nodes}
+    words = f"{len(nodes)} nodes on {len(machines)} machine{'s' if len(machines) != 1 else ''}"
+    return Machine("separate machines", words, article, answer, differs=len(machines) < len(nodes))
+
+
+#: how far a per-transaction cost may be from the article's and still count as the same machine in that property:
+#: within a factor 2 either way (a commit's flush of 2.3-9.1 ms against the article's 4.6 ms, say)
+SAME_COST = 2.0
+
+
+def _unlike(here: float | None, article: float) -> bool:
+    """``here`` outside [article / SAME_COST, article * SAME_COST]; not measured counts as unlike (not judged)."""
+    return here is None or not (article / SAME_COST <= here <= article * SAME_COST)
+
+
+def commit_cost(local_ms: float | None, article_ms: float, how: str) -> Machine:
+    """What a read-write transaction costs locally, mostly its commit's flush: what a claim about the RW overhead
+    of postgres_fdw depends on (the same extra round trips weigh less beside a slow commit)."""
+    here = f"{local_ms:.3g} ms per RW transaction, local ({how})" if local_ms else "not measured (no local RW)"
+    return Machine("commit cost (local RW ms per transaction: the flush)", here,
+                   f"about {article_ms:.2g} ms per RW transaction, local ({1e3 / article_ms:,.0f} tps at 1 client)",
+                   f"a machine whose local RW transaction takes {article_ms / SAME_COST:.2g} to "
+                   f"{article_ms * SAME_COST:.2g} ms, as the article's (a slower disk flush)",
+                   differs=_unlike(local_ms, article_ms))
+
+
+def query_cpu(local_us: float | None, article_us: float, how: str) -> Machine:
+    """What a read-only transaction costs locally, mostly CPU per query: what a claim about the RO overhead of
+    postgres_fdw depends on (its extra statements per query weigh more beside a cheap query)."""
+    here = f"{local_us:.3g} us per RO transaction, local ({how})" if local_us else "not measured (no local RO)"
+    return Machine("per-query CPU (local RO us per transaction)", here,
+                   f"about {article_us:.2g} us per RO transaction, local ({1e6 / article_us:,.0f} tps at 1 client)",
+                   f"a machine whose local RO transaction takes {article_us / SAME_COST:.3g} to "
+                   f"{article_us * SAME_COST:.3g} us, as the article's (a CPU of its speed)",
+                   differs=_unlike(local_us, article_us))
+
+
+def joint(*machines: Machine) -> Machine:
+    """The properties a claim depends on together (an RO factor over an RW factor: per-query CPU and commit cost).
+    It differs when any one differs; the row then names only the ones that differ (what its note gives as the
+    reason it is not judged, with what would answer each), else every one, as like the article's."""
+    shown = [m for m in machines if m.differs] or list(machines)
+    if len(shown) == 1:
+        return shown[0]
+    return Machine("; ".join(m.property for m in shown), "; ".join(m.here for m in shown),
+                   "; ".join(m.article for m in shown), "; and ".join(m.answer for m in shown if m.answer),
+                   differs=any(m.differs for m in shown))
 
 
 def network(round_trip_ms: float | None, article: str) -> Machine:
