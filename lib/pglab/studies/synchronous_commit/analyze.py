@@ -62,43 +62,71 @@ def reads_separated(manifest: dict[str, Any], par: Params) -> tuple[bool, str]:
              f"hosts {primary} and {standby} on one machine (e.g. lab namespaces)")
     if clients and primary != standby:
         where = f"with clients on {clients[0]}: {where}"
-    return False, (f"not measurable here: primary and standby ran on {where}, sharing its cores, so the "
-                   "primary's load and the standby's reads compete for them; needs separate machines")
+    return False, (f"primary and standby ran on {where}, sharing its cores, so the primary's load and the "
+                   "standby's reads compete for them")
+
+
+def article_reads(ref_reads: pd.DataFrame, level: str) -> tuple[float, str]:
+    """(the article's standby-read value by the analysis's statistic, the median over blocks of loaded / idle; what
+    it is over). Its i-th loaded run over its i-th idle run stand for a block, at the level the run's primary had
+    during the reads (``standby_read_level``); at all four of its levels when it did not run that one."""
+    pairs = ref_reads.pivot_table(index=["synchronous_commit", "run"], columns="primary_load", values="tps")
+    ratio = pairs.loaded / pairs.idle
+    levels = set(ratio.index.get_level_values(0))
+    if level in levels:
+        return float(ratio.xs(level).median()), f"published: the article's 5 runs at {level}, i-th loaded / i-th idle"
+    return float(ratio.median()), (f"published: the article's 20 runs at its four levels (it did not run {level}), "
+                                   "i-th loaded / i-th idle")
+
+
+def weaker_step(steps: dict[str, pd.Series]) -> str:
+    """The step an ordering's row shows (``claims.ordering_row``: the smallest median over blocks)."""
+    med = {k: round(float(np.median(v.dropna())), 4) if v.notna().any() else np.inf for k, v in steps.items()}
+    return min(med, key=lambda k: med[k])
 
 
 def compare(a_ratios: pd.DataFrame, reads: pd.DataFrame, reference_dir: Path, fsync: dict[str, Any] | None,
             manifest: dict[str, Any], par: Params, waits: pd.DataFrame, steal: str = "") -> pd.DataFrame:
-    """Published vs reproduced, one row per claim of the article, each with its rule, interval and verdict."""
+    """Published vs reproduced, one row per claim of the article, each with its rule, interval and verdict; the
+    level claims at the run's client counts in the article's range (``sc_claims.judged_clients``), the published
+    value the article's at the same counts by the same statistic."""
     ref, ref_reads = reference_ratios(reference_dir)
-    per_block = BlockEffects.of(a_ratios)  # block x level: geometric mean over client counts
+    article = ref.pivot(index="clients", columns="synchronous_commit", values="ratio_to_on")
+    counts, at = sc_claims.judged_clients(a_ratios.clients.dropna() if len(a_ratios) else [])
+    per_block = BlockEffects.of(sc_claims.judged_ratios(a_ratios))  # block x level: geometric mean over those counts
     disk = hardware.disk_flush(fsync)
     adaptive = claims.first_look(manifest)  # the record as the run ended (claims.read_look)
     kw: dict[str, Any] = {"aa": per_block.aa, "adaptive": adaptive}
     rows = []
-    how = "per block: geometric mean over client counts of tps(level)/tps(on)"
+    how = f"{at}; per block: geometric mean over those client counts of tps(level)/tps(on)"
     for level, claim in sc_claims.LEVEL_CLAIMS.items():
-        pub = float(ref[ref.synchronous_commit == level].ratio_to_on.median())
-        note = "; ".join(x for x in (how, wait_note(waits, level, "on"), steal) if x)
+        pub = sc_claims.article_value(article[level], counts)
+        note = "; ".join(x for x in (how, sc_claims.WORDS.get(level, ""), wait_note(waits, level, "on"), steal) if x)
         rows.append(per_block.row(dataclasses.replace(claim, published=pub), level, note, machine=disk,
                                   adaptive=adaptive))
     steps = sc_claims.order_steps(per_block.table)
     if len(steps) == len(sc_claims.ORDER_STEPS):  # both steps, each per block; the weaker decides
-        rows.append(claims.ordering_row(sc_claims.ORDER, steps, per_block.noise, machine=disk, **kw))
+        where = f"{at}; published: the article's value of the step shown, at the same client counts"
+        row = claims.ordering_row(sc_claims.ORDER, steps, per_block.noise, where=where, machine=disk, **kw)
+        num, den = sc_claims.ORDER_STEPS[weaker_step(steps)]
+        row["published"] = round(sc_claims.article_value(article[num] / (article[den] if den else 1.0), counts), 4)
+        rows.append(row)
     else:
         rows.append(claims.comparison_row(sc_claims.ORDER, [], per_block.noise, measurable=False,
                                           why_not="a level was not run"))
     if len(reads):
-        pub = float(ref_reads[ref_reads.primary_load == "loaded"].tps.mean()
-                    / ref_reads[ref_reads.primary_load == "idle"].tps.mean())
         separated, why = reads_separated(manifest, par)
-        apart = hardware.separate_machines(
+        apart = dataclasses.replace(hardware.separate_machines(
             manifest, [par.primary_host, par.standby_host],
-            "a master and a slave, each its own machine", "the standby on a machine of its own (`standby_host`)")
+            "a master and a slave, each its own machine", "the standby on a machine of its own (`standby_host`)"),
+            differs=not separated)
+        pub, pub_how = article_reads(ref_reads, par.standby_read_level)
         rows.append(claims.comparison_row(
-            dataclasses.replace(sc_claims.READS, published=pub), reads[reads.config == "loaded"].ratio,
-            effects.noise_floor(reads[reads.config == AA].ratio),
-            "per block: standby select-only tps with the primary loaded / idle", measurable=separated,
-            why_not=why, aa=reads[reads.config == AA].ratio, machine=apart))
+            dataclasses.replace(sc_claims.READS, published=pub),
+            reads[reads.config == "loaded"].ratio, effects.noise_floor(reads[reads.config == AA].ratio),
+            "; ".join(x for x in (f"per block: standby select-only tps with the primary loaded / idle (at "
+                                  f"{par.standby_read_level})", pub_how, why) if x),
+            aa=reads[reads.config == AA].ratio, machine=apart))
     return claims.comparison_frame(rows)
 
 
