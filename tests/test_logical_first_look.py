@@ -1,5 +1,5 @@
 """logical_replication's first look (``pglab.workloads.adaptive``): blocks of streaming and pglogical alone while
-"pglogical is close to streaming" is open.
+"pglogical is close to streaming up to 8 clients" is open.
 
 The look's decision against the analysis of the shipped run, on made-up blocks, the block it plans, and one
 real run that adds a block.
@@ -23,7 +23,7 @@ from pglab.studies.logical_replication.collect import added_block
 from pglab.studies.logical_replication.params import Params
 
 SMOKE = yaml.safe_load((REPO / "params/logical_replication.yaml").read_text())["profiles"]["smoke"]
-CLAIM = "pglogical is close to streaming"
+CLAIM = "pglogical is close to streaming up to 8 clients"
 
 
 def test_the_first_look_reads_what_the_analysis_reads(tmp_path: Path) -> None:
@@ -39,7 +39,8 @@ def test_the_first_look_reads_what_the_analysis_reads(tmp_path: Path) -> None:
     x = table["pglogical"].dropna()
     assert len(x) == row["blocks"]
     assert round(float(np.median(x)), 4) == pytest.approx(row["reproduced"], abs=1e-4)
-    assert open_systems(table, "streaming") == ({"pglogical"} if row["verdict"] == "not resolvable here" else set())
+    here = row["here_verdict"] or row["verdict"]  # on one machine not judged: the interval's verdict is kept apart
+    assert open_systems(table, "streaming") == ({"pglogical"} if here == "not resolvable here" else set())
 
 
 def _table(pglogical: list[float], aa: list[float] | None = None) -> pd.DataFrame:

@@ -11,21 +11,24 @@ is measured until a marker committed at the end of the run is visible on the sub
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from pglab.analysis import claims, effects, hardware, placement, result, tables
+from pglab.analysis import claims, effects, hardware, result, tables
 from pglab.analysis.effects import AA, BlockEffects
 from pglab.analysis.waits import fig_waits, wait_note, wait_shares
 from pglab.analysis.window import pgbench_window
 from pglab.parsers.pgbench import parse_summary
 from pglab.runs import record
 from pglab.runs.reading import read_optional
+from pglab.studies.logical_replication import claims as lr_claims
 from pglab.studies.logical_replication.claims import CLOSE_BASELINE, CLOSE_SYSTEM, close_to_streaming, sustainable
 from pglab.studies.logical_replication.figures import LABELS, fig_catchup, fig_lag, fig_ratio, fig_sustainable
 from pglab.studies.logical_replication.params import SYSTEMS, Params
@@ -143,99 +146,158 @@ def reference(reference_dir: Path) -> pd.DataFrame:
     return ref
 
 
-def _growth(table: pd.DataFrame, system: str, few: int = 4) -> tuple[float, int, int] | None:
-    """Published tps at the largest client count over tps at ``few`` clients (or the nearest count below)."""
-    t = table[table.system == system].set_index("clients").sustainable_tps.sort_index()
-    low = [c for c in t.index if c <= few]
-    if not low or t.index.max() <= max(low):
-        return None
-    c_low, c_max = max(low), int(t.index.max())
-    return float(t[c_max] / t[c_low]), int(c_low), c_max
-
-
 def _per_block_value(points: pd.DataFrame, system: str, clients: int) -> pd.Series:
     p = points[(points.config == system) & (points.clients == clients) & (points["copy"] == 1)]
     return p.set_index("block").sustainable_tps
 
 
-def _counts(counts: list[int], low: int = 4, high: int = 32) -> tuple[int, int] | None:
-    """The client counts a flatness claim is tested over: the article's 4 to 32, or the closest the profile
-    runs within "beyond a few clients" (the smallest from 4 up, the largest up to 32); None if fewer than two."""
-    above = [c for c in counts if c >= low]
-    if not above:
-        return None
-    c_low = min(above)
-    c_high = max([c for c in above if c <= high] or [c_low])
-    return (c_low, c_high) if c_high > c_low else None
+def _article(ref: pd.DataFrame) -> pd.DataFrame:
+    """clients x system: the article's sustainable tps."""
+    return ref.pivot(index="clients", columns="system", values="sustainable_tps")
+
+
+def order_note(points: pd.DataFrame, ref: pd.DataFrame, clients: int) -> str:
+    """The order of the article's systems at ``clients`` here (medians over blocks; not judged) beside the
+    article's at its nearest client count, and whether they match."""
+    here = {s: float(_per_block_value(points, s, clients).median()) for s in lr_claims.ARTICLE_SYSTEMS
+            if len(_per_block_value(points, s, clients).dropna())}
+    if len(here) < 2:
+        return ""
+    art = _article(ref)
+    near = int(min(art.index, key=lambda c: (abs(c - clients), c)))
+    mine = sorted(here, key=lambda s: -here[s])
+    theirs = [s for s in sorted(art.columns, key=lambda s: -art.loc[near, s]) if s in here]
+    words = " > ".join(f"{LABELS[s]} {here[s]:.0f}" for s in mine)
+    article = " > ".join(f"{LABELS[s]} {art.loc[near, s]:.0f}" for s in theirs)
+    same = "matches" if mine == theirs else "does not match"
+    return (f"at {clients} clients the measured order (median sustainable tps over blocks; not judged) is {words}, "
+            f"which {same} the article's at {near} ({article})")
 
 
 def _growth_rows(points: pd.DataFrame, ref: pd.DataFrame, noise: float, machine: claims.Machine,
                  aa: pd.Series) -> list[dict[str, object]]:
-    """"X is flat beyond a few clients": its sustainable tps grows by at most 10% over the article's 4 to 32
-    clients (the closest the profile runs). Judged only where streaming itself grows beyond that over the
-    same counts: on a saturated machine every system is flat, and flatness says nothing of the system."""
+    """"X is flat beyond a few clients": its sustainable tps grows by at most 10% from 4 clients to 16 or more
+    (the article: 4 to 32; ``lr_claims.flat_span``). Not measurable when the run has no such counts (then the
+    note says what the run reached and how its systems ranked), nor when streaming itself does not grow over
+    them: on a saturated provider every system is flat, and flatness says nothing of the system."""
     counts = sorted(int(c) for c in points.clients.dropna().unique())
-    span = _counts(counts)
+    span = lr_claims.flat_span(counts)
+    art = _article(ref)
     rows = []
     for system in ("slony", "londiste"):
-        g_pub = _growth(ref, system)
-        claim = claims.threshold(f"{LABELS[system]} is flat beyond a few clients",
-                                 g_pub[0] if g_pub else float("nan"), 1 + claims.MARGIN, above=False)
+        c_low, c_high = span or (lr_claims.FLAT_FROM, lr_claims.FLAT_TO)
+        pub = lr_claims.article_value(art[system], [c_high]) / lr_claims.article_value(art[system], [c_low])
+        claim = claims.threshold(f"{LABELS[system]} is flat beyond a few clients", pub, 1 + claims.MARGIN,
+                                 above=False)
         if system not in set(points.config) or span is None:
-            rows.append(claims.comparison_row(claim, [], noise, measurable=False, machine=machine, why_not=(
-                f"needs {LABELS[system]} at two client counts from 4 up (the article: 4 to 32); this run has "
-                f"{', '.join(map(str, counts))}")))
+            rows.append(claims.comparison_row(claim, [], noise, measurable=False, why_not=_unreached(
+                points, ref, system, counts), machine=_answer_counts(machine, "4 and 16 to 32 clients")))
             continue
-        c_low, c_high = span
         growth = (_per_block_value(points, system, c_high) / _per_block_value(points, system, c_low)).dropna()
         control = (_per_block_value(points, "streaming", c_high) / _per_block_value(points, "streaming", c_low)
                    ).dropna()
         _, lo, hi, _ = effects.interval(control)
         grows = len(control) and lo > 1 + claims.MARGIN
-        note = (f"per block: its sustainable tps at {c_high} / at {c_low} clients (the article: 32 / 4); "
-                f"streaming's growth over the same counts {control.median():.3g} [{lo:.3g}, {hi:.3g}]")
+        note = (f"at {c_low} and {c_high} clients; per block: its sustainable tps at {c_high} / at {c_low} clients "
+                f"(the article: 4 to 32; published: the article's at {c_high} / at {c_low}); streaming's growth over "
+                f"the same counts {control.median():.3g} [{lo:.3g}, {hi:.3g}]")
         rows.append(claims.comparison_row(
             claim, growth.to_numpy(), noise, note, measurable=bool(grows), aa=aa, machine=machine,
-            why_not=f"streaming itself does not grow by more than {claims.MARGIN:.0%} from {c_low} to {c_high} "
-                    "clients here (the machine is saturated), so flat cannot be told from saturated"))
+            why_not=f"the provider saturated: streaming itself does not grow by more than {claims.MARGIN:.0%} from "
+                    f"{c_low} to {c_high} clients here, so flat cannot be told from saturated"))
     return rows
+
+
+def _unreached(points: pd.DataFrame, ref: pd.DataFrame, system: str, counts: list[int]) -> str:
+    """Why a flatness claim is not measurable in a run without the counts it needs: what the run reached."""
+    have = ", ".join(map(str, counts)) or "no client count"
+    if system not in set(points.config):
+        return f"{LABELS[system]} was not run"
+    words = [f"needs {LABELS[system]} at {lr_claims.FLAT_FROM} clients (or the smallest count from "
+             f"{lr_claims.FLAT_FROM} up) and at {lr_claims.FLAT_REACH} or more, up to {lr_claims.FLAT_TO} (the "
+             f"article: flat from 4 to 32); this run has {have} clients and did not reach those counts"]
+    if len(counts) >= 2:
+        c1, c2 = counts[0], counts[-1]
+        g = (_per_block_value(points, "streaming", c2) / _per_block_value(points, "streaming", c1)).dropna()
+        if len(g):
+            med, lo, hi, _ = effects.interval(g)
+            state = ("the run did not reach saturation (the provider still scaled)" if lo > 1 + claims.MARGIN
+                     else "the provider may already have been saturated there")
+            words.append(f"streaming grew {med:.3g} [{lo:.3g}, {hi:.3g}] from {c1} to {c2} clients: {state}")
+        words.append(order_note(points, ref, c2))
+    return "; ".join(w for w in words if w)
+
+
+def _ranking_row(points: pd.DataFrame, ref: pd.DataFrame, noise: float, machine: claims.Machine,
+                 aa: pd.Series) -> dict[str, object]:
+    """The article's order at the most clients, judged at the run's most when it is 16 or more (the article's
+    pglogical falls behind streaming from there); each step per block at that count. Published: the article's
+    value of the step the row shows, at the same count (at its own most, 32, when the run cannot be judged)."""
+    four = list(lr_claims.ARTICLE_SYSTEMS)
+    c_max = int(points.clients.max()) if len(points) else 0
+    art = _article(ref)
+    article_steps = {"streaming/pglogical": art.streaming / art.pglogical,
+                     "pglogical/max(Slony, Londiste)": art.pglogical / art[["slony", "londiste"]].max(axis=1)}
+    if not set(four) <= set(points.config) or c_max < lr_claims.RANK_FROM:
+        pub = min(lr_claims.article_value(x, [lr_claims.FLAT_TO]) for x in article_steps.values())
+        claim = claims.direction("at the most clients: streaming > pglogical > Slony, Londiste", pub)
+        why = ("needs all four systems" if not set(four) <= set(points.config) else
+               f"the article's order is at its most clients (32), and streaming > pglogical only from "
+               f"{lr_claims.RANK_FROM} clients on (0.86 at 16, 0.63 at 32), while up to 8 the article has pglogical "
+               f"within 1-3% of streaming; this run's most is {c_max}")
+        return claims.comparison_row(claim, [], noise, measurable=False, why_not=why,
+                                     machine=_answer_counts(machine, f"{lr_claims.RANK_FROM} clients or more"))
+    claim = claims.direction("at the most clients: streaming > pglogical > Slony, Londiste", 1.0)
+    v = {s: _per_block_value(points, s, c_max) for s in four}
+    steps = {"streaming/pglogical": v["streaming"] / v["pglogical"],
+             "pglogical/max(Slony, Londiste)": v["pglogical"] / pd.concat([v["slony"], v["londiste"]], axis=1
+                                                                           ).max(axis=1)}
+    med = {k: round(float(np.median(x.dropna())), 4) if x.notna().any() else np.inf for k, x in steps.items()}
+    weaker = min(med, key=lambda k: med[k])
+    row = claims.ordering_row(claim, {k: x.dropna().to_numpy() for k, x in steps.items()}, noise,
+                              where=f"at {c_max} clients, per block; published: the article's value of the step "
+                                    "shown, at the same client count", aa=aa, machine=machine)
+    row["published"] = round(lr_claims.article_value(article_steps[weaker], [c_max]), 4)
+    return row
+
+
+def _answer_counts(machine: claims.Machine, counts: str) -> claims.Machine:
+    """``machine`` with what would answer a claim this run's client counts cannot: a run at ``counts`` (the
+    ``paper`` profile runs 1 to 32), on machines of the article's kind if this one is not."""
+    run = f"a run at {counts} (the `paper` profile: 1 to 32 clients)"
+    return dataclasses.replace(machine, answer=run + (f", with {machine.answer}" if machine.differs else ""))
 
 
 def compare(points: pd.DataFrame, ratios: pd.DataFrame, reference_dir: Path, manifest: dict[str, Any],
             par: Params, waits: pd.DataFrame, baseline: str, steal: str = "") -> pd.DataFrame:
-    """Published vs reproduced, one row per claim of the article, each from per-block ratios."""
+    """Published vs reproduced, one row per claim of the article, each where the article makes it
+    (``lr_claims``), the published value the article's at the same client counts by the same statistic."""
     ref = reference(reference_dir)
     par_adaptive = claims.first_look(manifest)  # the record as the run ended (claims.read_look)
     cpu = hardware.shared_cpu(manifest, "two i2.4xlarge instances of 16 vCPU each (provider; subscriber)",
-                              "provider, subscriber, daemons and pgbench")
+                              "provider, subscriber, daemons and pgbench", apart=[par.provider_host,
+                                                                                   par.subscriber_host])
     per_block = BlockEffects.of(ratios)  # block x system: geometric mean over client counts
     noise, aa = per_block.noise, per_block.aa
     measured = set(points.config)
-    pub = float(ref[ref.system == CLOSE_SYSTEM].ratio_to_streaming.median())
+    close = lr_claims.close_clients(points.clients.dropna())
+    near = BlockEffects.of(ratios[ratios.clients.isin(close)])  # the same, over the counts up to 8
+    art = _article(ref)
+    pub = lr_claims.article_value(art.pglogical / art.streaming, close or [1, 2, 4, 8])
+    at = (f"at {', '.join(map(str, close))} clients (the article makes the claim up to {lr_claims.CLOSE_UP_TO}: "
+          "0.97-0.99 there, 0.86 at 16, 0.63 at 32)") if close else ""
     rows = [claims.comparison_row(
-        close_to_streaming(pub), per_block[CLOSE_SYSTEM], noise,
-        "; ".join(x for x in ("per block: geometric mean over client counts of sustainable tps / streaming's",
-                              wait_note(waits, CLOSE_SYSTEM, baseline), steal) if x),
-        measurable=baseline == CLOSE_BASELINE and CLOSE_SYSTEM in measured, aa=aa, machine=cpu,
-        why_not="needs streaming (the baseline) and pglogical", adaptive=par_adaptive)]
+        close_to_streaming(pub), near[CLOSE_SYSTEM], near.noise,
+        "; ".join(x for x in (at, "per block: geometric mean over those client counts of sustainable tps / "
+                              "streaming's", wait_note(waits, CLOSE_SYSTEM, baseline), steal) if x),
+        measurable=baseline == CLOSE_BASELINE and CLOSE_SYSTEM in measured and bool(close), aa=near.aa, machine=cpu,
+        why_not=("needs streaming (the baseline) and pglogical" if close else
+                 f"needs a client count up to {lr_claims.CLOSE_UP_TO}, where the article makes the claim"),
+        adaptive=par_adaptive)]
     rows += _growth_rows(points, ref, noise, cpu, aa)
-    four = ["streaming", "pglogical", "slony", "londiste"]
-    claim = claims.direction("at the most clients: streaming > pglogical > Slony, Londiste", 1.0)
-    apart = placement.separate(manifest, [par.provider_host], [par.subscriber_host])
-    if set(four) <= measured and apart:
-        c_max = int(points.clients.max())
-        v = {s: _per_block_value(points, s, c_max) for s in four}
-        steps = {"streaming/pglogical": v["streaming"] / v["pglogical"],
-                 "pglogical/max(Slony, Londiste)": v["pglogical"] / pd.concat([v["slony"], v["londiste"]], axis=1
-                                                                               ).max(axis=1)}
-        rows.append(claims.ordering_row(claim, {k: x.dropna().to_numpy() for k, x in steps.items()}, noise,
-                                        where=f"at {c_max} clients, per block", aa=aa, machine=cpu))
-    else:
-        rows.append(claims.comparison_row(claim, [], noise, measurable=False, machine=cpu, why_not=(
-            "needs all four systems" if not set(four) <= measured else
-            f"provider and subscriber ran on one machine ({cpu.here}): at the most clients it is saturated, so "
-            "the order is one of CPU cost per transaction, not of the rate each system sustains")))
+    rows.append(_ranking_row(points, ref, noise, cpu, aa))
     return claims.comparison_frame(rows)
+
 
 def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Path,
             reference_dir: str | Path) -> Analysis:
