@@ -37,7 +37,8 @@ def test_the_article_numbers_the_look_carries_are_the_reference_table() -> None:
 
 def test_the_first_look_reads_what_the_analysis_reads(tmp_path: Path) -> None:
     """On the shipped quick run: every claim's per-block values are the analysis's, and the look keeps exactly
-    the pairs of the claims the analysis leaves open."""
+    the pairs of the claims whose interval the analysis leaves open (on a machine unlike the article's, the
+    verdict it keeps apart: the look decides from the interval alone)."""
     from pglab.studies.fdw_overhead import analyze
 
     pulled_runs("fdw_overhead")
@@ -52,7 +53,7 @@ def test_the_first_look_reads_what_the_analysis_reads(tmp_path: Path) -> None:
         x = blocks.values(key)
         assert len(x) == rows.loc[c.claim.text, "blocks"], key
         assert round(float(np.median(x)), 4) == pytest.approx(rows.loc[c.claim.text, "reproduced"], abs=1e-4), key
-        if rows.loc[c.claim.text, "verdict"] == "not resolvable here":
+        if (rows.loc[c.claim.text, "here_verdict"] or rows.loc[c.claim.text, "verdict"]) == "not resolvable here":
             want |= {f"{w}:{t}" for w, t in c.needs}
     assert fdw_claims.open_pairs(ratios) == want
 
