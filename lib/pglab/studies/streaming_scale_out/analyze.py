@@ -168,48 +168,60 @@ def reads_table(run_dir: Path, points: pd.DataFrame, summary: pd.DataFrame) -> p
 
 
 # -- claims -----------------------------------------------------------------------------------------
-def nodes_apart(manifest: dict[str, Any], n: int) -> tuple[bool, str]:
-    """Whether the first ``n`` nodes (the primary and n - 1 standbys) ran on n different machines."""
+def node_hosts(manifest: dict[str, Any], n: int) -> list[str]:
+    """The hosts of the first ``n`` nodes (the primary and n - 1 standbys), as the run's topology placed them."""
     topo = manifest.get("topology", {})
     hosts = [topo.get("primary", {}).get("host")] + [s.get("host") for s in topo.get("standbys", [])][: n - 1]
-    hosts = [h for h in hosts if h]
+    return [h for h in hosts if h]
+
+
+def nodes_apart(manifest: dict[str, Any], n: int) -> tuple[bool, str]:
+    """Whether the first ``n`` nodes (the primary and n - 1 standbys) ran on n different machines."""
+    hosts = node_hosts(manifest, n)
     if len(hosts) < n:
         return False, f"{n} nodes were not measured (the run had {len(hosts)})"
     ms = {placement.machine(manifest, h) for h in hosts}
-    if len(hosts) == n and len(ms) == n:
+    if len(ms) == n:
         return True, f"{n} nodes on {n} machines"
     where = ", ".join(hosts) or "unknown hosts"
     return False, (f"the {n} nodes ({where}) ran on {len(ms)} machine(s): they share its cores, so reads "
-                   "cannot scale out; the measured numbers are shown, not judged")
+                   "cannot scale out")
 
 
-def _apart(manifest: dict[str, Any], n: int, what: str, article: str) -> tuple[bool, str, claims.Machine]:
-    """Whether ``n`` nodes ran on machines of their own, why not, and the property beside the verdict."""
+def _apart(manifest: dict[str, Any], n: int, what: str, article: str) -> tuple[str, str, claims.Machine]:
+    """(why the claim cannot be computed: "" when the run had ``n`` nodes; where they ran when they shared a
+    machine, for the note; the property beside the verdict). Nodes sharing a machine are the one policy's
+    business (``claims.comparison_row``: on a machine unlike the article's a claim is not judged, the verdict its
+    interval gives kept apart), not a claim the run could not compute."""
     ok, why = nodes_apart(manifest, n)
-    topo = manifest.get("topology", {})
-    hosts = [topo.get("primary", {}).get("host", "")] + [s.get("host", "") for s in topo.get("standbys", [])][: n - 1]
-    machine = hardware.separate_machines(manifest, hosts, article,
+    machine = hardware.separate_machines(manifest, node_hosts(manifest, n), article,
                                          f"the primary and each standby on a machine of its own ({what})")
-    return ok, why, machine
+    missing = why if len(node_hosts(manifest, n)) < n else ""
+    return missing, "" if ok or missing else why, machine
 
 
 def compare(ratios: pd.DataFrame, manifest: dict[str, Any], steal: str = "") -> pd.DataFrame:
     """Published vs reproduced, one row per claim. The insert claims are of replicas on machines of their own:
     where they share the primary's cores, a replica's replay and walsender take CPU from the inserts, and the
-    cost measured is that of sharing, not of the mode; they are then "not measurable here"."""
+    cost measured is that of sharing, not of the mode; they are then not judged (the machine differs from the
+    article's), the verdict the interval gives kept apart."""
     ins = BlockEffects.of(ratios[ratios.kind == "insert"].drop(columns="kind"))
     rd = BlockEffects.of(ratios[ratios.kind == "read"].drop(columns="kind"))
     standbys = len(manifest.get("topology", {}).get("standbys", []))
-    apart, why, machine = _apart(manifest, standbys + 1, "`standby_hosts`", "3 Azure D8 VMs (8 cores, 32 GB): the "
-                                 "primary and 2 replicas, each on its own")
-    kw: dict[str, Any] = {"measurable": apart, "why_not": why.replace("reads cannot scale out", "the replicas' "
-                          "work takes CPU from the inserts"), "aa": ins.aa, "machine": machine}
-    note = "; ".join(x for x in ("per block: rows/s of the mode / rows/s with no replica", steal) if x)
+    missing, where, machine = _apart(manifest, standbys + 1, "`standby_hosts`", "3 Azure D8 VMs (8 cores, 32 GB): "
+                                     "the primary and 2 replicas, each on its own")
+    where = where.replace("reads cannot scale out", "the replicas' work takes CPU from the inserts")
+    note = "; ".join(x for x in ("per block: rows/s of the mode / rows/s with no replica", steal, where) if x)
+
+    def insert_row(claim: claims.Claim, values: pd.Series, noise: float, note: str, needs: str) -> dict[str, object]:
+        return claims.comparison_row(claim, values, noise, note, measurable=not missing and len(values) > 0,
+                                     why_not=missing or f"needs {needs}", aa=ins.aa, machine=machine)
+
     rows = [
-        claims.comparison_row(claims.equivalent("async replication costs inserts almost nothing (rows/s async / none)",
-                                                1.0), ins["async"], ins.noise, note, **kw),
-        claims.comparison_row(claims.about("synchronous apply costs inserts about 50% (rows/s sync_apply / none)",
-                                           0.5, 0.5), ins["sync_apply"], ins.noise, note, **kw),
+        insert_row(claims.equivalent("async replication costs inserts almost nothing (rows/s async / none)", 1.0),
+                   ins["async"], ins.noise, note, "async"),
+        insert_row(claims.about("synchronous apply costs inserts about 50% (rows/s sync_apply / none)", 0.5, 0.5),
+                   ins["sync_apply"], ins.noise, note, "sync_apply"),
     ]
     between = pd.Series(dtype=float)
     if {"sync_write", "sync_apply", "async"} <= set(ins.table):
@@ -217,16 +229,19 @@ def compare(ratios: pd.DataFrame, manifest: dict[str, Any], steal: str = "") -> 
         # in between, per block: sync_write's distance from both ends on a log scale, 0 = at sync_apply, 1 = at async
         between = (np.log(b.sync_write / b.sync_apply) / np.log(b["async"] / b.sync_apply)).replace(
             [np.inf, -np.inf], np.nan).dropna() + 0.5
-    rows.append(claims.comparison_row(
+    rows.append(insert_row(
         claims.within("synchronous write lies in between (where sync_write falls from sync_apply to async, + 0.5)",
                       1.0, 0.5, 1.5), between, math.nan,
-        "0.5 = as slow as sync_apply, 1.5 = as fast as async (log scale, per block); the article gives no number, "
-        "so 1.0 (half way) stands for it", **kw))
+        "; ".join(x for x in ("0.5 = as slow as sync_apply, 1.5 = as fast as async (log scale, per block); the "
+                              "article gives no number, so 1.0 (half way) stands for it", where) if x),
+        "async, sync_write and sync_apply"))
     for n, pub, extra in ((3, 2.5, "2.9x elsewhere in the article"), (5, 4.8, "")):
-        ok, why_n, m = _apart(manifest, n, "`read_nodes`", f"{n} Azure D8 VMs (8 cores, 32 GB), one per node")
+        missing_n, where_n, m = _apart(manifest, n, "`read_nodes`", f"{n} Azure D8 VMs (8 cores, 32 GB), one per node")
         rows.append(claims.comparison_row(
             claims.about(f"reads scale out: {n} nodes answer {pub}x the queries of 1 (queries/s n{n} / n1)", pub,
-                         pub), rd[f"n{n}"], rd.noise, extra, measurable=ok, why_not=why_n, aa=rd.aa, machine=m))
+                         pub), rd[f"n{n}"], rd.noise, "; ".join(x for x in (extra, where_n) if x),
+            measurable=not missing_n and f"n{n}" in rd, why_not=missing_n or f"reads on {n} nodes were not run",
+            aa=rd.aa, machine=m))
     return claims.comparison_frame(rows)
 
 
