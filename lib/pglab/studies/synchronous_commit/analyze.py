@@ -98,7 +98,7 @@ def compare(a_ratios: pd.DataFrame, reads: pd.DataFrame, reference_dir: Path, fs
     adaptive = claims.first_look(manifest)  # the record as the run ended (claims.read_look)
     kw: dict[str, Any] = {"aa": per_block.aa, "adaptive": adaptive}
     rows = []
-    how = f"{at}; per block: geometric mean over those client counts of tps(level)/tps(on)"
+    how = "; ".join(x for x in (at, "per block: geometric mean over those client counts of tps(level)/tps(on)") if x)
     for level, claim in sc_claims.LEVEL_CLAIMS.items():
         pub = sc_claims.article_value(article[level], counts)
         note = "; ".join(x for x in (how, sc_claims.WORDS.get(level, ""), wait_note(waits, level, "on"), steal) if x)

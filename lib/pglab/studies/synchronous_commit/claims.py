@@ -49,8 +49,8 @@ def judged_clients(counts: Iterable[int]) -> tuple[list[int], str]:
     run = sorted({int(c) for c in counts})
     lo, hi = ARTICLE_CLIENTS
     inside = [c for c in run if lo <= c <= hi]
-    if inside:
-        return inside, f"at {', '.join(map(str, inside))} clients"
+    if inside or not run:
+        return inside, f"at {', '.join(map(str, inside))} clients" if inside else ""
     return run, (f"at {', '.join(map(str, run))} clients: none in the article's range ({lo}-{hi} clients), so all "
                  f"of the run's, against the article's value over its {lo}-{hi}")
 
