@@ -158,6 +158,7 @@ class Params(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     targets: list[TargetSpec] = Field(min_length=1)  # see docs/cloud_providers.md; the first is the baseline
+    runs: PositiveInt = 1  # a campaign of independent runs (pglab.app.collect), as runs.params.StudyParams has it
     baseline: str | None = None  # runs twice per block (A/A); ratios are to it; None = the first target
     client_host: str = "local"  # inventory host where pgbench and sysbench run (near the targets)
     workloads: list[Workload] = Field(default_factory=lambda: ["pgbench", "sysbench"], min_length=1)
