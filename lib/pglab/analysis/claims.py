@@ -295,7 +295,7 @@ def comparison_row(claim: Claim, ratios: Sequence[float] | np.ndarray | pd.Serie
         here_v, v = v, "not measurable here"
         notes.insert(0, differs_note(machine, here_v))
     low, high = bounds(claim)
-    stopped = look_of(len(x), adaptive, still_open=v == "not resolvable here")[1]
+    stopped = look_of(len(x), adaptive, still_open=(here_v or v) == "not resolvable here")[1]
     return {"claim": claim.text, "published": _r(claim.published), "reproduced": med, "ci_low": lo,
             "ci_high": hi, "noise_floor": _r(noise), "blocks": int(len(x)), "verdict": v, "rule": claim.tested,
             "bound_low": _r(low) if math.isfinite(low) else math.nan,

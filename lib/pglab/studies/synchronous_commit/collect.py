@@ -26,6 +26,7 @@ from pglab.runs.session import Session
 from pglab.runs.store import Point, RunStore
 from pglab.runs.sweep import Group, Planned, plan_blocks
 from pglab.studies.synchronous_commit import STUDY
+from pglab.studies.synchronous_commit import claims as sc_claims
 from pglab.studies.synchronous_commit.claims import open_levels
 from pglab.studies.synchronous_commit.params import Params
 from pglab.workloads import adaptive, observed, pgbench
@@ -50,7 +51,8 @@ def interim_per_block(run_dir: Path, baseline: str) -> pd.DataFrame:
                        columns=["block", "clients", "config", "copy", "steal_flag", "tps"])
     if pts.empty:
         return pd.DataFrame()
-    return effects.per_block(effects.block_ratios(pts, baseline, by=["clients"], value="tps"))
+    # at the client counts the claims are judged at, as the analysis summarises them (sc_claims.judged_ratios)
+    return effects.per_block(sc_claims.judged_ratios(effects.block_ratios(pts, baseline, by=["clients"], value="tps")))
 
 
 def plan(p: Params) -> list[Planned]:
