@@ -73,6 +73,15 @@ summary{cursor:pointer;font-weight:600}.table{overflow-x:auto}
 """
 
 
+#: what the four verdicts mean, under the index's table (the study reports say the same above their figures)
+LEGEND = ("<p class=\"meta\"><span class=\"held\">held</span>: the 95% interval lies where the claim's rule "
+          "wants it. <span class=\"not\">did not hold</span>: it lies wholly outside. <span class=\"open\">not "
+          "resolvable here</span>: neither yet (the report says what would settle it). <span class=\"na\">not "
+          "measurable here</span>: this run lacked what the claim needs, or this machine differs from the "
+          "article's in what the claim depends on (the verdict it would give here is kept apart, never "
+          "counted).</p>")
+
+
 def question(study: str) -> str:
     return QUESTIONS.get(study, "")
 
@@ -206,7 +215,7 @@ def study_html(study: str, nb: Notebook, comparison: pd.DataFrame, manifest: dic
            "<p class=\"meta\">Each claim is a ratio measured in blocks that run every configuration back to back, "
            "divided within its block by the baseline. The verdict is the rule beside it applied to the 95% interval "
            "(no verdict while baseline / baseline excludes 1); the study's docs page states every rule and margin. "
-           f"{runs_sentence(comparison, manifest)}</p>",
+           f"{runs_sentence(comparison, manifest)}</p>", LEGEND,
            "<h2 id=\"where\">Where it ran</h2>",
            f"<p>{html.escape(placement.summary(manifest))}</p>",
            "<p class=\"meta\">" + " | ".join(f"{k}: {html.escape(v)}" for k, v in run.items()) + "</p>"]
@@ -239,6 +248,7 @@ def _page(title: str, body: str) -> str:
     """The page: its own head, and a body cleaned of everything that loads, navigates, submits or runs
     (``report_notebook.clean_html``: the one gate every part of a report passes, whoever escaped it before)."""
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<meta http-equiv=\"Content-Security-Policy\" content=\"{CSP}\">"
             f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head>"
             f"<body>{report_notebook.clean_html(body)}</body></html>\n")
@@ -270,10 +280,14 @@ def index_html(root: Path) -> str:
                      "question": html.escape(question(study)), "verdicts": counts,
                      **{k: html.escape(run[k]) for k in ("run", "profile", "date", "postgres", "machine")}})
     cols = ("study", "question", "verdicts", "run", "profile", "date", "postgres", "machine")
+    total = pd.concat([pd.read_csv(root / "data" / "derived" / s / "comparison.csv").verdict for s in STUDIES])
+    tally = ", ".join(f"<span class=\"{_VERDICT_CLASS[v]}\">{int((total == v).sum())} {html.escape(v)}</span>"
+                      for v in _VERDICT_CLASS)
     body = ("<h1>pglab: five PostgreSQL deployment studies, reproduced</h1>"
             "<p class=\"question\">Each study re-runs a published benchmark on this machine and says, claim by "
             "claim, whether the article's number held here. Open a study for its verdict table, figures and "
-            "details.</p>" + _table(rows, cols, "index")
+            "details.</p>" + f"<p><b>All {len(total)} claims:</b> {tally}.</p>" + _table(rows, cols, "index")
+            + LEGEND
             + "<p class=\"meta\">Every run so far, claim by claim: <a href=\"history.html\">history.html</a> "
             "(<code>python -m pglab.app.history</code> writes it from the ledger).</p>")
     return _page("pglab reports", body)
