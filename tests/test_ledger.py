@@ -641,3 +641,26 @@ def test_a_resumed_run_replaces_its_interrupted_record_in_any_order(tmp_path: Pa
             book.merge(L, other)
         row = book.runs(L).iloc[0]
         assert (row["status"], row["dvc_hash"]) == ("complete", "abc.dir")
+
+
+def test_a_ledger_of_schema_1_gains_the_columns_of_schema_2_when_opened(tmp_path: Path) -> None:
+    """A ledger written before verdicts over runs (claims without the rule's region) opens, gains the columns empty,
+    and says schema 2; its rows are kept as they were."""
+    from pglab.ledger.backend import Ledger
+    from pglab.ledger.schema import ADDED, SCHEMA_VERSION, TABLES
+
+    path = tmp_path / "old.sqlite"
+    con = sqlite3.connect(path)
+    for table, (cols, key) in TABLES.items():
+        old = [c for c in cols if c not in ADDED[2].get(table, ())]
+        con.execute(f"CREATE TABLE {table} ({', '.join(old)}, PRIMARY KEY ({', '.join(key)}))")
+    con.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    con.execute("INSERT INTO claims (run_id, claim, reproduced, verdict) VALUES ('r', 'c', 1.5, 'held')")
+    con.commit()
+    con.close()
+    with Ledger(path) as ledger:
+        assert ledger.query("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
+        assert ledger.query("SELECT reproduced, verdict, bound_low, here_verdict FROM claims") == [
+            (1.5, "held", None, None)]
+    with Ledger(path) as ledger:  # opened again: nothing added twice
+        assert ledger.query("SELECT count(*) FROM claims") == [(1,)]

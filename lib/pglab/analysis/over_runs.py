@@ -58,8 +58,8 @@ def log_t_interval(values: Sequence[float] | np.ndarray, confidence: float = CON
 
 def rule_verdict(low: float, high: float, bound_low: float, bound_high: float) -> str:
     """``claims.verdict`` from the bounds comparison.csv records (NaN: an open side)."""
-    if math.isnan(low) or math.isnan(high):
-        return "not resolvable here"
+    if math.isnan(low) or math.isnan(high) or (pd.isna(bound_low) and pd.isna(bound_high)):
+        return "not resolvable here"  # no interval, or no rule's region known (a ledger row of older code)
     a = -math.inf if pd.isna(bound_low) else float(bound_low)
     b = math.inf if pd.isna(bound_high) else float(bound_high)
     if a < low and high < b:

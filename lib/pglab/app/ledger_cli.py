@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from pglab.analysis import over_runs
 from pglab.app.comparable import find_run
 from pglab.app.spread import MIXED, OPPOSITE, STABLE, format_table, spread_table
 from pglab.errors import UserError
@@ -138,11 +139,30 @@ def cmd_compare(a: argparse.Namespace, ledger: Ledger) -> int:
             print(f"r{i} = {rid}")
         print(format_table(table, ids))
         counts = table["agreement"].value_counts()
-        print(", ".join(f"{counts.get(k, 0)} {k}" for k in (STABLE, MIXED, OPPOSITE)) + " (verdicts over the runs)\n")
+        print(", ".join(f"{counts.get(k, 0)} {k}" for k in (STABLE, MIXED, OPPOSITE)) + " (verdicts over the runs)")
+        print(decided_over(frames, g))
     if groups.ngroups > 1:
         print(f"{groups.ngroups} groups of runs that differ in machine, PostgreSQL build or profile: compared "
               "side by side, never pooled")
     return 0
+
+
+def decided_over(frames: dict[str, Any], group: Any) -> str:
+    """The group's claims decided over its runs (``analysis.over_runs``), one line each, and what pooling them
+    means: runs of one machine class, build and profile, but of their own code revision and day."""
+    if len(frames) < 2 or "bound_low" not in group:
+        return ""
+    over = over_runs.comparison(frames)
+    revisions = group["git_revision"].dropna().astype(str).str[:12].unique()
+    lines = ["decided over these runs (95% t interval over the runs' medians; a verdict needs 3 runs and must "
+             "survive leaving one out)" + (f"; pooled across {len(revisions)} code revisions, so indicative"
+                                            if len(revisions) > 1 else "") + ":"]
+    for r in over.to_dict("records"):
+        interval = f" [{r['ci_low']:.3g}, {r['ci_high']:.3g}]" if not pd.isna(r["ci_low"]) else ""
+        value = f"{r['reproduced']:.3g}{interval}" if not pd.isna(r["reproduced"]) else "-"
+        settle = f"; to settle it: {r['settle']}" if isinstance(r.get("settle"), str) and r["settle"] else ""
+        lines.append(f"  {r['claim']}: {r['verdict']}, {value} over {r['runs']} runs{settle}")
+    return "\n".join(lines) + "\n"
 
 
 def cmd_merge(a: argparse.Namespace, ledger: Ledger) -> int:

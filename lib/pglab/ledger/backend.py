@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pglab.errors import UserError
-from pglab.ledger.schema import SCHEMA_VERSION, ddl
+from pglab.ledger.schema import ADDED, SCHEMA_VERSION, column_type, ddl
 
 ENV = "PGLAB_LEDGER"
 REFERENCE = Path("ledger") / "reference.sqlite"  # under the data root
@@ -102,6 +102,12 @@ class Ledger:
             elif int(found[0][0]) > SCHEMA_VERSION:
                 raise UserError(f"ledger {self.shown}: schema version {found[0][0]} is newer than this pglab's "
                                 f"({SCHEMA_VERSION}); update pglab to read it")
+            elif int(found[0][0]) < SCHEMA_VERSION:  # an older ledger gains the columns added since (empty)
+                for version in range(int(found[0][0]) + 1, SCHEMA_VERSION + 1):
+                    for table, columns in ADDED.get(version, {}).items():
+                        for column in columns:
+                            self.execute(f"ALTER TABLE {table} ADD COLUMN {column} {column_type(column)}")
+                self.execute("UPDATE meta SET value = ? WHERE key = ?", (str(SCHEMA_VERSION), "schema_version"))
 
     def _sql(self, sql: str) -> str:
         return sql.replace("?", "%s") if self.kind == "postgresql" else sql

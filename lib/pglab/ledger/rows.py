@@ -29,7 +29,8 @@ POINT_COLUMNS = {"point": "point", "kind": "kind", "block": "block", "group": "g
                  "copy": "copy", "clients": "clients", "tps": "tps", "latency_avg_ms": "latency_avg_ms",
                  "window_s": "window_s", "stalls": "stalls", "failed": "failed"}
 CLAIM_COLUMNS = ("claim", "published", "reproduced", "ci_low", "ci_high", "coverage", "blocks", "verdict", "rule",
-                 "aa_median", "aa_low", "aa_high", "aa_blocks", "noise_floor", "stopped", "note")
+                 "aa_median", "aa_low", "aa_high", "aa_blocks", "noise_floor", "stopped", "note", "bound_low",
+                 "bound_high", "here_verdict")
 
 
 def _clean(value: Any) -> Any:

@@ -6,7 +6,11 @@ would round the numbers and break parity). JSON is kept as TEXT: both engines re
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: version -> the columns it added, by table (``backend`` adds them to an older ledger when it opens it)
+ADDED: dict[int, dict[str, tuple[str, ...]]] = {
+    2: {"claims": ("bound_low", "bound_high", "here_verdict")},  # a verdict over runs needs the rule's region
+}
 
 #: table -> (columns in order, primary key)
 TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -21,12 +25,13 @@ TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "points": (("run_id", "point", "kind", "block", "grp", "config", "copy", "clients", "tps", "latency_avg_ms",
                 "window_s", "stalls", "failed", "extra"), ("run_id", "point")),
     "claims": (("run_id", "claim", "published", "reproduced", "ci_low", "ci_high", "coverage", "blocks", "verdict",
-                "rule", "aa_median", "aa_low", "aa_high", "aa_blocks", "noise_floor", "stopped", "note"),
-               ("run_id", "claim")),
+                "rule", "aa_median", "aa_low", "aa_high", "aa_blocks", "noise_floor", "stopped", "note", "bound_low",
+                "bound_high", "here_verdict"), ("run_id", "claim")),
 }
 
 REAL = {"wall_s", "measured_s", "measuring_share", "own_cpu_s", "mem_gib", "tps", "latency_avg_ms", "window_s",
-        "published", "reproduced", "ci_low", "ci_high", "coverage", "aa_median", "aa_low", "aa_high", "noise_floor"}
+        "published", "reproduced", "ci_low", "ci_high", "coverage", "aa_median", "aa_low", "aa_high", "noise_floor",
+        "bound_low", "bound_high"}
 INTEGER = {"cores", "seed", "blocks", "points_total", "points_failed", "record_format", "n_points", "n_claims",
            "block", "copy", "clients", "stalls", "failed", "aa_blocks", "hosts"}
 
@@ -37,10 +42,13 @@ def ddl(sqlite: bool = False) -> list[str]:
     index, a tenth of the file (the reference ledger is in git)."""
     out = []
     for table, (cols, key) in TABLES.items():
-        typed = [f"{c} {'DOUBLE PRECISION' if c in REAL else 'BIGINT' if c in INTEGER else 'TEXT'}"
-                 + (" NOT NULL" if c in key else "") for c in cols]
+        typed = [f"{c} {column_type(c)}" + (" NOT NULL" if c in key else "") for c in cols]
         out.append(f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(typed)}, PRIMARY KEY ({', '.join(key)}))"
                    + (" WITHOUT ROWID" if sqlite else ""))
     out.append("CREATE INDEX IF NOT EXISTS runs_study ON runs (study, started)")
     out.append("CREATE INDEX IF NOT EXISTS claims_claim ON claims (claim)")
     return out
+
+
+def column_type(column: str) -> str:
+    return "DOUBLE PRECISION" if column in REAL else "BIGINT" if column in INTEGER else "TEXT"
