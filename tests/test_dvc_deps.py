@@ -107,10 +107,10 @@ def test_a_single_stage_depends_on_exactly_what_it_imports(stage: str) -> None:
     imported = closure(module, *(f"pglab.studies.{s}.declaration" for s in STUDIES if questions))
     listed = lib_files(deps)
     assert listed == imported, (sorted(map(str, listed - imported)), sorted(map(str, imported - listed)))
-    args = {"report_index": " --index", "history": " --ledger data/ledger/reference.sqlite"}.get(stage, "")
+    args = {"report_index": " --index", "history": " --ledger data/ledger/reference.sqlite.gz"}.get(stage, "")
     assert spec["cmd"] == f"python -m {module}{args}"
     if stage == "history":  # the shipped runs' history alone: what a user adds never changes a DVC output
-        assert deps[0] == "data/ledger/reference.sqlite"
+        assert deps[0] == "data/ledger/reference.sqlite.gz"
     else:
         assert {f"data/raw/{s}/manifest.json" for s in STUDIES} <= set(deps)
         assert {f"data/derived/{s}/comparison.csv" for s in STUDIES} <= set(deps)

@@ -21,6 +21,7 @@ from conftest import REPO, pulled_analyses
 from pglab.app import history, report
 from pglab.ledger import book, shipped
 from pglab.ledger.backend import Ledger
+from pglab.runs import campaign
 from pglab.studies import STUDIES
 
 HOSTILE_CLAIM = "<script>alert(1)</script> FDW is $2x$ faster & free"
@@ -56,13 +57,18 @@ def synthetic(ledger: Ledger, tmp: Path) -> None:
             book.add_analysis(ledger, m["run_id"], derived, analysed_at="2026-12-03T00:00:00Z")
 
 
+def shipped_runs() -> int:
+    """The runs the pipeline ships: every run of a campaign, one for a single run."""
+    return sum(len(campaign.members(REPO / "data" / "raw" / s)) for s in STUDIES)
+
+
 @pytest.fixture(scope="module")
 def ledger_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pulled_analyses(*STUDIES)
     tmp = tmp_path_factory.mktemp("ledger")
     with Ledger(str(tmp / "ledger.sqlite")) as ledger:
         added = shipped.add_pipeline(ledger, REPO / "data", REPO / "dvc.lock")
-        assert len(added) == len(STUDIES)
+        assert len(added) == shipped_runs()  # a campaign's every run
         synthetic(ledger, tmp)
     return tmp / "ledger.sqlite"
 
@@ -78,7 +84,7 @@ def test_the_page_shows_every_claim_of_every_run(ledger_file: Path, written: Pat
     page = written.read_text(encoding="utf-8")
     with Ledger(str(ledger_file)) as ledger:
         claims, runs = book.claims(ledger), book.runs(ledger)
-    assert len(runs) == len(STUDIES) + 2
+    assert len(runs) == shipped_runs() + 2
     for claim in set(claims.claim):
         assert history.html.escape(claim) in page, claim
     assert f"Every run in the ledger: {len(runs)} runs of {len(STUDIES)} studies on 3 machines" in page

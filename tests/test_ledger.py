@@ -33,6 +33,7 @@ from pglab.hosts.local import LocalHost
 from pglab.ledger import book, queries, rows, shipped
 from pglab.ledger.backend import Ledger
 from pglab.ledger.schema import SCHEMA_VERSION, TABLES
+from pglab.runs import campaign
 from pglab.runs.record import ManifestError
 from pglab.studies import STUDIES
 
@@ -147,14 +148,16 @@ def pipeline(ledger: Ledger) -> list[dict[str, Any]]:
 def test_adding_the_pipeline_runs_twice_changes_nothing(tmp_path: Path) -> None:
     with open_sqlite(tmp_path / "ledger.sqlite") as L:
         first = pipeline(L)
-        assert sorted(a["study"] for a in first) == sorted(STUDIES)
+        own = {str(json.loads((run / "manifest.json").read_text())["run_id"]): derived for s in STUDIES
+               for run, derived in campaign.own_analyses(DATA / "raw" / s, DERIVED / s)}  # a campaign: every run
+        assert set(a["study"] for a in first) == set(STUDIES) and {a["run_id"] for a in first} == set(own)
         assert all(a["new"] and a["analysis"] == "added" for a in first), first
         before, n_before = dump(L), counts(L)
-        assert n_before["runs"] == 5 and n_before["analyses"] == 5 and n_before["machines"] == 1
-        # every point and claim of each analysis is there, one row each
+        assert n_before["runs"] == len(own) and n_before["analyses"] == len(own) and n_before["machines"] == 1
+        # every point and claim of each run's own analysis is there, one row each (never a campaign's verdicts)
         for a in first:
-            assert len(book.points(L, a["run_id"])) == len(pd.read_csv(DERIVED / a["study"] / "points.csv"))
-        assert n_before["claims"] == sum(len(pd.read_csv(DERIVED / s / "comparison.csv")) for s in STUDIES)
+            assert len(book.points(L, a["run_id"])) == len(pd.read_csv(own[a["run_id"]] / "points.csv"))
+        assert n_before["claims"] == sum(len(pd.read_csv(d / "comparison.csv")) for d in own.values())
 
         second = pipeline(L)
         assert [(a["run_id"], a["new"], a["analysis"]) for a in second] == \

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 from pathlib import Path
@@ -76,11 +77,12 @@ def test_refusals_are_one_line_and_exit_2(ledger: Path, args: list[str], says: s
 def test_your_ledger_takes_in_the_reference_and_never_writes_it(ledger: Path, tmp_path: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """The default ledger is yours (``<data-root>/ledger.sqlite``): reading it takes in the shipped runs of
-    ``<data-root>/ledger/reference.sqlite`` beside yours; nothing you run writes the reference."""
+    ``<data-root>/ledger/reference.sqlite.gz`` beside yours; nothing you run writes the reference."""
     data = tmp_path / "data"
     (data / "ledger").mkdir(parents=True)
-    ref = data / "ledger" / "reference.sqlite"
-    shutil.copy(ledger, ref)
+    ref = data / "ledger" / "reference.sqlite.gz"
+    with gzip.open(ref, "wb") as packed:  # the reference is kept gzipped (ledger.backend._unpacked)
+        packed.write(ledger.read_bytes())
     before = ref.read_bytes()
     mine = tmp_path / "20261202T000000Z-def456"
     shutil.copytree(RAW / "cloud_providers", mine)

@@ -1,15 +1,14 @@
-"""The shipped (reference) ledger (``data/ledger/reference.sqlite``) is what the repository's DVC remote gives.
+"""The shipped (reference) ledger (``data/ledger/reference.sqlite.gz``) is what the repository's DVC remote gives.
 
 Every run the in-repository remote holds is in it, linked by its DVC hash, and its claims are what today's
 analysis says of that run: re-analysing one from the remote gives the ledger's rows. When an analysis
-changes, ``pglab ledger import-dvc --reanalyse --ledger data/ledger/reference.sqlite`` (about 3 minutes) brings
+changes, ``pglab ledger import-dvc --reanalyse --ledger data/ledger/reference.sqlite.gz`` (about 3 minutes) brings
 the ledger up to date.
 """
 
 from __future__ import annotations
 
 import math
-import sqlite3
 from pathlib import Path
 
 import pandas as pd
@@ -18,16 +17,18 @@ from conftest import REPO
 from pglab.ledger import book, rows, shipped
 from pglab.ledger.backend import Ledger
 
-LEDGER = REPO / "data" / "ledger" / "reference.sqlite"
+LEDGER = REPO / "data" / "ledger" / "reference.sqlite.gz"
 REMOTE = REPO / "data" / "dvc-remote"
 
 
 def test_every_run_of_the_dvc_remote_is_in_the_shipped_ledger() -> None:
     remote = {m["run_id"]: h for h, m in shipped.remote_runs(REMOTE)}
     assert len(remote) >= 42
-    with sqlite3.connect(f"file:{LEDGER}?mode=ro", uri=True) as db:
-        held = dict(db.execute("SELECT run_id, dvc_hash FROM runs"))
-        analysed = {r[0] for r in db.execute("SELECT run_id FROM analyses WHERE n_claims > 0")}
+    before = LEDGER.read_bytes()
+    with Ledger(LEDGER) as db:  # kept gzipped; reading it never writes it
+        held = dict(db.query("SELECT run_id, dvc_hash FROM runs"))
+        analysed = {r[0] for r in db.query("SELECT run_id FROM analyses WHERE n_claims > 0")}
+    assert LEDGER.read_bytes() == before
     missing = sorted(set(remote) - set(held))
     assert not missing, f"runs of the DVC remote not in the shipped ledger: {missing}"
     assert {r: held[r] for r in remote} == remote, "a run's DVC hash in the ledger is not its .dir in the remote"
@@ -56,5 +57,5 @@ def test_the_ledger_claims_are_todays_analysis_of_the_remote_run(study: str, tmp
         for a, b in zip(held[col], now[col], strict=True):
             same = (a is None or (isinstance(a, float) and math.isnan(a))) and pd.isna(b) or a == b
             assert same, (f"{study} {manifest['run_id']}: the ledger's {col} {a!r} is not today's analysis {b!r}; "
-                          "run `pglab ledger import-dvc --reanalyse --ledger data/ledger/reference.sqlite`, "
+                          "run `pglab ledger import-dvc --reanalyse --ledger data/ledger/reference.sqlite.gz`, "
                           "and commit it")

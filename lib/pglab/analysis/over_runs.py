@@ -37,6 +37,7 @@ MIN_RUNS = 3  # the fewest runs a verdict is decided from: with 2, leaving one o
 MAX_SETTLE = 100  # beyond this many runs, "more runs" is no answer
 POWER = 0.8  # runs_to_settle: the share of campaigns of that many runs that decide, if the runs stay as measured
 METHOD = "t over runs"
+RUNS_CSV = "runs.csv"  # beside comparison.csv: one row per claim and run (``runs_table``)
 RUN_COLUMNS = ["runs", "run_ids", "run_values", "run_verdicts", "within_sd", "between_sd", "icc", "loo", "settle"]
 ONE_RUN = ("one run: its interval is over the blocks of that run only, and another run on the same machine "
            "may differ as much as its blocks do (a campaign of 5 runs, `runs: 5`, decides over runs)")

@@ -8,6 +8,7 @@ way and the same raw run gives the same bytes.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -19,8 +20,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from pydantic import BaseModel
 
-from pglab.analysis import figures, tables
+from pglab.analysis import figures, over_runs, tables
 from pglab.analysis.window import pgbench_window
+from pglab.runs.campaign import OWN
 from pglab.runs.reading import load_manifest
 from pglab.runs.writing import write_json
 
@@ -123,13 +125,25 @@ class Analysis:
         metrics.parent.mkdir(parents=True, exist_ok=True)
         write_json(metrics, headline(self.comparison, self.manifest))
 
+    def write_as_one_run(self, derived: Path) -> None:
+        """``runs.csv`` (one row per claim) and ``runs/<run-id>/comparison.csv`` for one run, so that every analysis
+        has the files a campaign's has (``pglab.app.campaign``; the pipeline's outputs are the same for every study)."""
+        shutil.rmtree(derived / OWN, ignore_errors=True)  # derived, never raw: an earlier campaign's runs go
+        own = derived / OWN / str(self.manifest["run_id"])
+        own.mkdir(parents=True)
+        self.comparison.to_csv(own / "comparison.csv", index=False, float_format=FLOAT_FORMAT)
+        over_runs.runs_table({str(self.manifest["run_id"]): self.comparison}).to_csv(
+            derived / over_runs.RUNS_CSV, index=False, float_format=FLOAT_FORMAT)
+
     def finish(self, derived_dir: str | Path, figures_dir: str | Path,
                draw: Callable[[Self, Path], dict[str, list[Path]]]) -> Self:
         """Write the tables, details and headline metrics, then draw the figures (``draw``: this analysis,
         the folder -> files). In a campaign (``deciding_over_runs``) the run's own tables go to its folder first,
         and the verdicts written and drawn are those over the runs."""
         over = _OVER_RUNS.get()
-        if over is not None:
+        if over is None:  # one run: the two outputs a campaign's analysis has, of this one run
+            self.write_as_one_run(Path(derived_dir))
+        else:
             self.write(over.own)
             if over.decide is None:  # an earlier run of a campaign: its own tables only
                 return self

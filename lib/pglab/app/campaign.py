@@ -43,7 +43,7 @@ def analyze(study: str, run_dir: Path, derived: Path, figures: Path, reference: 
 
     def decide(last: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
         frames = {**own, ids[-1]: last}
-        return over_runs.comparison(frames), {"runs.csv": over_runs.runs_table(frames)}
+        return over_runs.comparison(frames), {over_runs.RUNS_CSV: over_runs.runs_table(frames)}
 
     with deciding_over_runs(OverRuns(derived / campaign.OWN / ids[-1], decide)):
         return analyze_run(run_dir, derived, figures, reference)

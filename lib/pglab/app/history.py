@@ -371,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m pglab.app.history", description=__doc__.split("\n\n")[0])
     p.add_argument("--ledger", help="the ledger: a SQLite file or postgresql://user@host/db (default "
                                     "$PGLAB_LEDGER, else yours, data/ledger.sqlite, with the shipped runs beside "
-                                    "yours; the pipeline's history stage draws data/ledger/reference.sqlite alone)")
+                                    "yours; the pipeline's history stage draws data/ledger/reference.sqlite.gz alone)")
     p.add_argument("--out", type=Path, default=Path("reports/history.html"), help="the page to write")
     a = p.parse_args(argv)
 

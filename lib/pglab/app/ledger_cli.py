@@ -26,8 +26,9 @@ from pglab.runs.record import MANIFEST, RUN_FOLDER, ManifestError
 from pglab.runs.writing import git_revision
 from pglab.studies import STUDIES
 
-LEDGER_HELP = (f"the ledger: a SQLite file or postgresql://user@host/db (default ${ENV}, else yours, "
-               "<data-root>/ledger.sqlite, with the shipped runs of <data-root>/ledger/reference.sqlite beside yours)")
+LEDGER_HELP = (f"the ledger: a SQLite file (.gz: kept gzipped) or postgresql://user@host/db (default ${ENV}, else "
+               "yours, <data-root>/ledger.sqlite, with the shipped runs of <data-root>/ledger/reference.sqlite.gz "
+               "beside yours)")
 SHORT = {"held": "held", "did not hold": "not", "not measurable here": "n.a.", "not resolvable here": "n.r."}
 
 

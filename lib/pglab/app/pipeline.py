@@ -30,7 +30,9 @@ from pathlib import Path
 
 import yaml
 
+from pglab.analysis import over_runs
 from pglab.app.modgraph import LIB, closure, layer_of, source_imports
+from pglab.runs import campaign
 from pglab.runs.params import load_study_file
 from pglab.studies import COMMON_TABLES, STUDIES, declaration
 
@@ -204,6 +206,8 @@ def analyze_stage() -> list[str]:
                 for i, (k, v) in enumerate(zip(slots, values[s], strict=True))]
     derived = f"data/derived/{KEY}"
     outs = [*(f"{derived}/{t}" for t in COMMON_TABLES if t != "details.json"),
+            # each run's own verdicts, and their tables (a campaign: pglab.app.campaign; one run: its comparison)
+            f"{derived}/{over_runs.RUNS_CSV}", f"{derived}/{campaign.OWN}",
             *(f"{derived}/${{item.{k}}}" for k in tslots), f"figures/{KEY}", f"{derived}/details.json",
             f"reports/{KEY}.ipynb", f"reports/{KEY}.html"]
     out += ["    do:", "      cmd: >-", "        mkdir -p reports &&",
@@ -222,7 +226,7 @@ def analyze_stage() -> list[str]:
 
 def single_stage(name: str, comment: str, data: list[str], outs: list[str]) -> list[str]:
     module = STAGES[name].modules[0]
-    args = {"report_index": " --index", "history": " --ledger data/ledger/reference.sqlite"}.get(name, "")
+    args = {"report_index": " --index", "history": " --ledger data/ledger/reference.sqlite.gz"}.get(name, "")
     return [*(f"  # {c}" for c in comment.splitlines()), f"  {name}:", f"    cmd: python -m {module}{args}",
             "    deps:", *lines(6, data),
             *lines(6, listed(stage_files(name)), f"exactly what `python -m {module}` imports (tests/test_dvc_deps.py)"),
@@ -234,7 +238,7 @@ def last_stages() -> list[str]:
     history = single_stage(
         "history", "reports/history.html: per claim every shipped run's value and interval over time, by machine and\n"
         "PostgreSQL build, from the reference ledger (in git; `pglab ledger import-dvc` adds each shipped run to it)",
-        ["data/ledger/reference.sqlite"], ["      - reports/history.html"])
+        ["data/ledger/reference.sqlite.gz"], ["      - reports/history.html"])
     index = single_stage(
         "report_index", "every study on one page: their verdicts, runs, machine, PostgreSQL version and date, with "
         "links", [*manifests, *(f"data/derived/{s}/comparison.csv" for s in STUDIES)], ["      - reports/index.html"])

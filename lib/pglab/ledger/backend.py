@@ -1,7 +1,7 @@
 """Where a ledger lives: a SQLite file (the default, nothing to set up) or a PostgreSQL database (a team's).
 
 A location is a path (``data/ledger.sqlite``), ``sqlite:///abs/path`` or ``postgresql://user@host/db``.
-Two ledgers matter in a checkout: the **reference** (``data/ledger/reference.sqlite``, in git: the runs the
+Two ledgers matter in a checkout: the **reference** (``data/ledger/reference.sqlite.gz``, in git, gzipped: the runs the
 repository shipped, written only by whoever ships runs) and **yours** (``data/ledger.sqlite``, ignored by git:
 what your commands add), which starts as a copy of the reference and takes in its new runs whenever it is read.
 A PostgreSQL URL never carries a password (it would land in shell history, ``ps`` and logs): libpq reads
@@ -11,8 +11,11 @@ once, with ``?`` placeholders; for psycopg they become ``%s``.
 
 from __future__ import annotations
 
+import gzip
 import os
+import shutil
 import sqlite3
+import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,7 +26,7 @@ from pglab.errors import UserError
 from pglab.ledger.schema import ADDED, SCHEMA_VERSION, column_type, ddl
 
 ENV = "PGLAB_LEDGER"
-REFERENCE = Path("ledger") / "reference.sqlite"  # under the data root
+REFERENCE = Path("ledger") / "reference.sqlite.gz"  # under the data root; packed (``_unpacked``)
 
 
 def location(url: str | None = None, data_root: str | Path = "data") -> str:
@@ -38,6 +41,27 @@ def is_yours(url: str | None, data_root: str | Path = "data") -> bool:
 
 def reference(data_root: str | Path = "data") -> Path:
     return Path(data_root) / REFERENCE
+
+
+def _unpacked(path: Path) -> tuple[tuple[Path, Path] | None, Path]:
+    """(None, ``path``) for a plain SQLite file; for ``*.gz`` (the reference ledger, kept in git at a quarter of
+    its size) ((the file, a working copy), the working copy): SQLite reads only plain files, so the ledger is
+    unpacked into a temporary file, and ``Ledger.close`` packs it back if it changed."""
+    if not path.name.endswith(".gz"):
+        return None, path
+    fd, name = tempfile.mkstemp(prefix="pglab-ledger-", suffix=".sqlite")
+    os.close(fd)
+    work = Path(name)
+    if path.is_file():
+        try:
+            with gzip.open(path, "rb") as src, open(work, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+        except (OSError, EOFError) as exc:
+            work.unlink(missing_ok=True)
+            raise UserError(f"ledger {path}: cannot be unpacked ({exc})") from None
+    else:
+        work.unlink()  # SQLite makes a new one
+    return (path, work), work
 
 
 def sqlite_path(url: str) -> Path:
@@ -66,6 +90,8 @@ class Ledger:
 
     def __init__(self, url: str | Path | None = None, data_root: str | Path = "data"):
         self.url = location(str(url) if url is not None else None, data_root)
+        self._packed: tuple[Path, Path] | None = None  # a .gz ledger: (the file, its working copy)
+        self._changed = False  # DDL the open made (a schema migration): written back like rows
         if self.url.startswith(("postgresql://", "postgres://")):
             import psycopg
 
@@ -79,6 +105,7 @@ class Ledger:
             if path.is_dir():
                 raise UserError(f"ledger {path}: is a folder, not a SQLite file")
             path.parent.mkdir(parents=True, exist_ok=True)
+            self._packed, path = _unpacked(path)
             try:
                 self.conn = sqlite3.connect(path)
                 self.conn.execute("PRAGMA foreign_keys = ON")
@@ -98,11 +125,13 @@ class Ledger:
                 self.execute(statement)
             found = self.query("SELECT value FROM meta WHERE key = ?", ("schema_version",))
             if not found:
+                self._changed = True
                 self.execute("INSERT INTO meta (key, value) VALUES (?, ?)", ("schema_version", str(SCHEMA_VERSION)))
             elif int(found[0][0]) > SCHEMA_VERSION:
                 raise UserError(f"ledger {self.shown}: schema version {found[0][0]} is newer than this pglab's "
                                 f"({SCHEMA_VERSION}); update pglab to read it")
             elif int(found[0][0]) < SCHEMA_VERSION:  # an older ledger gains the columns added since (empty)
+                self._changed = True
                 for version in range(int(found[0][0]) + 1, SCHEMA_VERSION + 1):
                     for table, columns in ADDED.get(version, {}).items():
                         for column in columns:
@@ -148,7 +177,26 @@ class Ledger:
             self.conn.execute("VACUUM")
 
     def close(self) -> None:
-        self.conn.close()
+        """Closed; a ``.gz`` ledger that changed is compacted and packed back (deterministic bytes: no name, no
+        time in the gzip header), in one rename; its working copy goes either way."""
+        if self._packed is None:
+            self.conn.close()
+            return
+        packed, work = self._packed
+        try:
+            changed = self._changed or self.conn.total_changes > 0
+            if changed:
+                self.conn.commit()
+                self.conn.execute("VACUUM")
+            self.conn.close()
+            if changed:
+                tmp = packed.with_name(f".{packed.name}.writing")
+                with open(work, "rb") as src, open(tmp, "wb") as raw, \
+                        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as dst:
+                    shutil.copyfileobj(src, dst)
+                os.replace(tmp, packed)
+        finally:
+            work.unlink(missing_ok=True)
 
     def __enter__(self) -> Ledger:
         return self
