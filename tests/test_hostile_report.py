@@ -90,7 +90,7 @@ def test_hostile_user_text_renders_as_text_in_the_report(hostile_report: Path, t
     assert [t for t in _tags(dom, "img") if not _attr(t, "src").startswith("data:image/png;base64,")] == []
     assert [t for t in _tags(dom, "a") if re.match(r"\s*([a-z][a-z0-9+.-]*:|//)", _attr(t, "href"), re.I)] == []
     assert [t for t in _tags(dom, "meta") if _attr(t, "http-equiv").lower() != "content-security-policy"
-            and not _attr(t, "charset")] == []
+            and not _attr(t, "charset") and _attr(t, "name") != "viewport"] == []
     assert not FORBIDDEN.search(dom), FORBIDDEN.search(dom)
     csp = _attr(next(t for t in _tags(dom, "meta") if _attr(t, "http-equiv")), "content")
     assert "form-action 'none'" in csp and "base-uri 'none'" in csp
@@ -159,7 +159,7 @@ def test_the_report_drops_markup_that_would_navigate_or_load(tmp_path: Path) -> 
     path = tmp_path / "nb.ipynb"
     path.write_text(json.dumps(nb))
     page = report.study_html("synchronous_commit", report_notebook.read(path), COMPARISON, MANIFEST, 4167.0)
-    assert not FORBIDDEN.search(page) and len(_tags(page, "meta")) == 2  # charset, CSP
+    assert not FORBIDDEN.search(page) and len(_tags(page, "meta")) == 3  # charset, viewport, CSP
     assert [t for t in _tags(page, "img") if not _attr(t, "src").startswith("data:image/png;base64,")] == []
     assert _tags(page, "a") == [] and page.count("<style>") == 1  # the report's own style only
     assert [t for t in re.findall(r"<[a-z][^>]*>", page) if re.search(r"\bon\w+=|url\(", t)] == []

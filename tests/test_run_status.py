@@ -139,7 +139,7 @@ def test_a_partial_run_is_archived_not_published_unless_asked(tmp_path: Path, mo
     from pglab.studies import module
 
     monkeypatch.setattr(module("synchronous_commit", "collect"), "collect", lambda *a, **k: run)
-    argv = ["synchronous_commit", "--data-root", str(tmp_path / "data"), "--quiet"]
+    argv = ["synchronous_commit", "--profile", "smoke", "--data-root", str(tmp_path / "data"), "--quiet"]  # one run
     assert app_collect.main(argv) == exits.PARTIAL == 3
     err = capsys.readouterr().err
     assert "is partial: 1 of 2 planned points not measured (write-b01-c002-off failed: pgbench exited 1)" in err

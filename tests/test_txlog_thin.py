@@ -168,6 +168,8 @@ def full_log_run(study: str, dest: Path) -> Path:
 
     remote = REPO / "data" / "dvc-remote"
     for dir_hash, m in reversed(list(remote_runs(remote))):
+        if "#" in dir_hash:  # a campaign's earlier run: campaigns came after thinning
+            continue
         listing = json.loads((remote / "files" / "md5" / dir_hash[:2] / dir_hash[2:]).read_text())
         if m["study"] == study and any(Path(e["relpath"]).name.startswith("pgbench_log") for e in listing):
             return materialize(remote, dir_hash, dest / m["run_id"])
