@@ -46,8 +46,8 @@ import numpy as np
 from pglab.analysis import claims, over_runs, stats
 from tiny import parse
 
-HELD, NOT_HELD, OPEN = 1, -1, 0
-CODE = {"held": HELD, "did not hold": NOT_HELD, "not resolvable here": OPEN}
+HELD, NOT_HELD, OPEN = over_runs.HELD_CODE, over_runs.NOT_HELD_CODE, over_runs.OPEN_CODE
+CODE = over_runs.CODES
 ALLOCATIONS = "1x6,3x2,6x1,5x1,4x2,4x3,5x2"  # runs x blocks; 1x6 is today's run
 CHECKED = 300  # campaigns per cell checked one by one against the library
 
@@ -111,44 +111,17 @@ def block_values(c: Component, mu: float, runs: int, blocks: int, sims: int, kin
     return np.exp(mu + u + c.within * noise(kind, rng, (sims, runs, blocks)))
 
 
-def rule(low: np.ndarray, high: np.ndarray, bound_low: float, bound_high: float) -> np.ndarray:
-    """The claim's rule (``claims.verdict``, ``over_runs.rule_verdict``) as codes, for arrays of intervals."""
-    a = -np.inf if math.isnan(bound_low) else bound_low
-    b = np.inf if math.isnan(bound_high) else bound_high
-    return np.where((a < low) & (high < b), HELD, np.where((high < a) | (low > b), NOT_HELD, OPEN))
-
-
-_T: dict[int, float] = {}
-
-
-def t_factor(runs: int) -> float:
-    """``over_runs.log_t_interval``'s half-width for logs of SD 1 (t(runs - 1) / sqrt(runs)), read from it."""
-    if runs not in _T:
-        z = np.arange(runs, dtype=float)
-        _T[runs] = math.log(over_runs.log_t_interval(np.exp((z - z.mean()) / z.std(ddof=1)))[2])
-    return _T[runs]
+rule = over_runs.rule_codes  # the claim's rule as codes, for arrays of intervals
 
 
 def t_interval(medians: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    x = np.log(medians)
-    m, half = x.mean(axis=1), t_factor(x.shape[1]) * x.std(axis=1, ddof=1)
-    return np.exp(m - half), np.exp(m + half)
+    _, lo, hi = over_runs.log_t_intervals(medians)
+    return lo, hi
 
 
 def over_runs_verdicts(medians: np.ndarray, c: Component) -> np.ndarray:
-    """``over_runs.decide`` for every campaign (rows of run medians): the rule on the rounded t interval, from
-    MIN_RUNS runs on, kept only when every leave-one-out interval gives the same verdict."""
-    def one(m: np.ndarray) -> np.ndarray:
-        lo, hi = t_interval(m)
-        return rule(np.round(lo, 4), np.round(hi, 4), c.bound_low, c.bound_high)
-
-    full = one(medians)
-    if medians.shape[1] < over_runs.MIN_RUNS:
-        return np.zeros_like(full)
-    same = np.ones(len(full), dtype=bool)
-    for i in range(medians.shape[1]):
-        same &= one(np.delete(medians, i, axis=1)) == full
-    return np.where(same, full, OPEN)
+    """``over_runs.decide`` for every campaign (rows of run medians), as the library computes it for arrays."""
+    return over_runs.decide_many(medians, c.bound_low, c.bound_high)
 
 
 def within_run(values: np.ndarray, c: Component) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -71,6 +71,22 @@ def test_a_claim_any_run_could_not_measure_is_not_measurable_over_the_runs() -> 
     assert row["here_verdict"] == "held" and row["ci_low"] > 1  # the value over the runs is still given
 
 
+def test_a_claim_not_judged_says_why_first_with_the_verdict_over_the_runs_not_a_runs_own() -> None:
+    """The note over the runs names what this machine lacks and what the interval over the runs gives here, not what
+    one run's own interval gave (open, with its 2 blocks), and drops a run's own too-few-blocks words."""
+    from pglab.analysis.claims import Machine
+
+    disk = Machine("disk flush rate", "9,000 fdatasync/s", "about 120 flushes/s", "a hard disk", differs=True)
+    fs = {f"r{i}": comparison_frame([comparison_row(CLAIM, [v, v * 1.02], machine=disk)])
+          for i, v in enumerate([1.3, 1.32, 1.31, 1.29, 1.33])}
+    assert all(f.loc[0, "here_verdict"] == "not resolvable here" for f in fs.values())  # 2 blocks each
+    row = over_runs.comparison(fs).iloc[0]
+    assert row["verdict"] == "not measurable here" and row["here_verdict"] == "held"
+    assert row["note"].startswith("not judged: this machine differs from the article's in disk flush rate")
+    assert 'the interval over the 5 runs gives "held"' in row["note"] and '"not resolvable here"' not in row["note"]
+    assert "a verdict needs 6" not in row["note"]
+
+
 def test_an_aa_that_excludes_one_over_the_runs_decides_nothing() -> None:
     fs = {f"r{i}": run_frame([1.3, 1.31], aa=a) for i, a in enumerate([1.05, 1.06, 1.055, 1.05, 1.06])}
     row = over_runs.comparison(fs).iloc[0]

@@ -19,7 +19,6 @@ against, the functions themselves, then applied to every simulated campaign at o
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
@@ -37,8 +36,8 @@ RUNS = (3, 4, 5)
 BLOCKS = (1, 2, 3)
 BAR = 0.94  # the issue's bar for a "95%" interval
 LOGNORMAL_SIGMA = 0.5
-HELD, NOT_HELD, OPEN = 1, -1, 0
-VERDICT_CODE = {"held": HELD, "did not hold": NOT_HELD, "not resolvable here": OPEN}
+HELD, NOT_HELD, OPEN = over_runs.HELD_CODE, over_runs.NOT_HELD_CODE, over_runs.OPEN_CODE
+VERDICT_CODE = over_runs.CODES
 
 
 def _normal(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
@@ -76,44 +75,8 @@ def run_values(logs: np.ndarray) -> np.ndarray:
     return np.median(np.exp(logs), axis=-1)
 
 
-@functools.lru_cache
-def _t_factor(runs: int) -> float:
-    """log_t_interval's half-width on the log scale for runs values whose logs have SD 1: t(runs - 1) / sqrt(runs),
-    read from the function (values with log mean 0 and log SD 1)."""
-    z = np.arange(runs, dtype=float)
-    z = (z - z.mean()) / z.std(ddof=1)
-    _, _, hi = over_runs.log_t_interval(np.exp(z))
-    return math.log(hi)
-
-
-def t_intervals(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(centre, low, high) of log_t_interval for every row of ``values`` (reps, runs) at once."""
-    x = np.log(values)
-    m, half = x.mean(axis=1), _t_factor(x.shape[1]) * x.std(axis=1, ddof=1)
-    return np.exp(m), np.exp(m - half), np.exp(m + half)
-
-
-def _rule(low: np.ndarray, high: np.ndarray, bound_low: float, bound_high: float) -> np.ndarray:
-    """over_runs.rule_verdict as codes, for arrays of intervals."""
-    a = -np.inf if math.isnan(bound_low) else bound_low
-    b = np.inf if math.isnan(bound_high) else bound_high
-    return np.where((a < low) & (high < b), HELD, np.where((high < a) | (low > b), NOT_HELD, OPEN))
-
-
-def decide_many(values: np.ndarray, bound_low: float, bound_high: float) -> np.ndarray:
-    """over_runs.decide's verdict (as a code) for every row of ``values`` (reps, runs): the rule on the rounded
-    interval, published only from MIN_RUNS runs and when no leave-one-out interval gives another verdict."""
-    def verdict(v: np.ndarray) -> np.ndarray:
-        _, lo, hi = t_intervals(v)
-        return _rule(np.round(lo, 4), np.round(hi, 4), bound_low, bound_high)
-
-    full = verdict(values)
-    if values.shape[1] < over_runs.MIN_RUNS:
-        return np.zeros_like(full)
-    same = np.ones(len(values), dtype=bool)
-    for i in range(values.shape[1]):
-        same &= verdict(np.delete(values, i, axis=1)) == full
-    return np.where(same, full, OPEN)
+t_intervals = over_runs.log_t_intervals  # checked against log_t_interval one by one (the first test)
+decide_many = over_runs.decide_many  # checked against decide one by one
 
 
 def test_the_vectorised_interval_and_verdict_are_over_runs_own() -> None:

@@ -77,23 +77,25 @@ def _unlike(here: float | None, article: float) -> bool:
 def commit_cost(local_ms: float | None, article_ms: float, how: str) -> Machine:
     """What a read-write transaction costs locally, mostly its commit's flush: what a claim about the RW overhead
     of postgres_fdw depends on (the same extra round trips weigh less beside a slow commit)."""
-    here = f"{local_ms:.3g} ms per RW transaction, local ({how})" if local_ms else "not measured (no local RW)"
-    return Machine("commit cost (local RW ms per transaction: the flush)", here,
-                   f"about {article_ms:.2g} ms per RW transaction, local ({1e3 / article_ms:,.0f} tps at 1 client)",
-                   f"a machine whose local RW transaction takes {article_ms / SAME_COST:.2g} to "
-                   f"{article_ms * SAME_COST:.2g} ms, as the article's (a slower disk flush)",
-                   differs=_unlike(local_ms, article_ms))
+    return _cost("commit cost (local RW ms per transaction: the flush)", local_ms, article_ms, "ms", 1e3,
+                 "RW", how, "a slower disk flush", digits=2)
 
 
 def query_cpu(local_us: float | None, article_us: float, how: str) -> Machine:
     """What a read-only transaction costs locally, mostly CPU per query: what a claim about the RO overhead of
     postgres_fdw depends on (its extra statements per query weigh more beside a cheap query)."""
-    here = f"{local_us:.3g} us per RO transaction, local ({how})" if local_us else "not measured (no local RO)"
-    return Machine("per-query CPU (local RO us per transaction)", here,
-                   f"about {article_us:.2g} us per RO transaction, local ({1e6 / article_us:,.0f} tps at 1 client)",
-                   f"a machine whose local RO transaction takes {article_us / SAME_COST:.3g} to "
-                   f"{article_us * SAME_COST:.3g} us, as the article's (a CPU of its speed)",
-                   differs=_unlike(local_us, article_us))
+    return _cost("per-query CPU (local RO us per transaction)", local_us, article_us, "us", 1e6, "RO", how,
+                 "a CPU of its speed")
+
+
+def _cost(prop: str, here: float | None, article: float, unit: str, per_s: float, kind: str, how: str,
+          like: str, digits: int = 3) -> Machine:
+    """A transaction's local cost here against the article's; unlike outside a factor ``SAME_COST`` (``_unlike``)."""
+    words = f"{here:.3g} {unit} per {kind} transaction, local ({how})" if here else f"not measured (no local {kind})"
+    low, high = f"{article / SAME_COST:.{digits}g}", f"{article * SAME_COST:.{digits}g}"
+    return Machine(prop, words, f"about {article:.2g} {unit} per {kind} transaction, local ({per_s / article:,.0f} tps "
+                   "at 1 client)", f"a machine whose local {kind} transaction takes {low} to {high} {unit}, as the "
+                   f"article's ({like})", differs=_unlike(here, article))
 
 
 def joint(*machines: Machine) -> Machine:

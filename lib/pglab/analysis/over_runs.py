@@ -25,6 +25,7 @@ value 56-82% of the time, and more blocks made it worse. So:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -86,6 +87,44 @@ def decide(values: Sequence[float], bound_low: float, bound_high: float,
     return ("not resolvable here" if changed else v), (centre, lo, hi), changed
 
 
+# -- the same, for many campaigns at once (the coverage test and bench/allocation.py simulate thousands) --------
+
+HELD_CODE, NOT_HELD_CODE, OPEN_CODE = 1, -1, 0  # verdicts as numbers, for arrays
+CODES = {"held": HELD_CODE, "did not hold": NOT_HELD_CODE, "not resolvable here": OPEN_CODE}
+
+
+def log_t_intervals(values: np.ndarray, confidence: float = CONFIDENCE) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``log_t_interval`` of every row of ``values`` (campaigns x runs, all positive) at once."""
+    x = np.log(values)
+    n = x.shape[1]
+    half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) / math.sqrt(n) * x.std(axis=1, ddof=1)
+    m = x.mean(axis=1)
+    return np.exp(m), np.exp(m - half), np.exp(m + half)
+
+
+def rule_codes(low: np.ndarray, high: np.ndarray, bound_low: float, bound_high: float) -> np.ndarray:
+    """``rule_verdict`` as ``CODES`` for arrays of intervals."""
+    a = -np.inf if pd.isna(bound_low) else bound_low
+    b = np.inf if pd.isna(bound_high) else bound_high
+    return np.where((a < low) & (high < b), HELD_CODE, np.where((high < a) | (low > b), NOT_HELD_CODE, OPEN_CODE))
+
+
+def decide_many(values: np.ndarray, bound_low: float, bound_high: float) -> np.ndarray:
+    """``decide``'s verdict as a code for every row of ``values`` (campaigns x runs): the rule on the rounded
+    interval, published only from ``MIN_RUNS`` runs and when no leave-one-out interval gives another verdict."""
+    def verdict(v: np.ndarray) -> np.ndarray:
+        _, lo, hi = log_t_intervals(v)
+        return rule_codes(np.round(lo, 4), np.round(hi, 4), bound_low, bound_high)
+
+    full = verdict(values)
+    if values.shape[1] < MIN_RUNS:
+        return np.zeros_like(full)
+    same = np.ones(len(values), dtype=bool)
+    for i in range(values.shape[1]):
+        same &= verdict(np.delete(values, i, axis=1)) == full
+    return np.where(same, full, OPEN_CODE)
+
+
 def spread(block_values: Sequence[Sequence[float]]) -> tuple[float, float, float]:
     """(within_sd, between_sd, icc) of log block values grouped by run (one-way random-effects ANOVA)."""
     groups = [np.log(np.asarray([v for v in g if v > 0 and math.isfinite(v)], dtype=float)) for g in block_values]
@@ -121,6 +160,16 @@ def runs_to_settle(values: Sequence[float], bound_low: float, bound_high: float,
         if (float(stats.t.ppf(0.5 + confidence / 2, n - 2)) + float(stats.norm.ppf(POWER))) * s / math.sqrt(n - 1) < d:
             return n
     return None
+
+
+#: what a run's own note says of its own interval, which a note over the runs must not repeat as its own
+HERE = re.compile(r'on this machine the interval gives "[^"]*"')
+WITHIN_RUN = re.compile(r"(^|; )\d+ blocks: a verdict needs \d+, the fewest that give a 95% interval(?=;|$)")
+
+
+def run_note(row: Mapping[str, Any]) -> str:
+    """A run's own note without what only its own interval decided (too few blocks for a verdict of its own)."""
+    return WITHIN_RUN.sub("", str(row.get("note") or "")).lstrip("; ")
 
 
 def _values(text: Any) -> list[float]:
@@ -159,11 +208,15 @@ def claim_row(claim: str, rows: Mapping[str, Mapping[str, Any]], confidence: flo
     aa = [float(r["aa_median"]) for r in rows.values() if not pd.isna(r.get("aa_median"))]
     aa_c, aa_lo, aa_hi = log_t_interval(aa, confidence)
     notes = []
+    carried = run_note(last)
     if "not measurable here" in own:
-        why = next(str(r.get("note") or "") for r in rows.values() if r.get("verdict") == "not measurable here")
+        # the reason of the newest run that could not judge it, with what the interval over the runs gives here
+        src = last if last.get("verdict") == "not measurable here" else next(
+            r for r in reversed(list(rows.values())) if r.get("verdict") == "not measurable here")
         out["here_verdict"] = verdict if len(measured) else ""
+        carried = HERE.sub(f'on this machine the interval over the {len(measured)} runs gives "{out["here_verdict"]}"',
+                           run_note(src))
         verdict = "not measurable here"
-        notes.append(why)
     elif len(aa) >= MIN_RUNS and (aa_lo > 1 or aa_hi < 1) and verdict != "not resolvable here":
         verdict = "not resolvable here"
         notes.append(f"baseline / baseline (A/A) over the runs is {aa_c:.3g} [{aa_lo:.3g}, {aa_hi:.3g}]: its interval "
@@ -187,7 +240,10 @@ def claim_row(claim: str, rows: Mapping[str, Mapping[str, Any]], confidence: flo
         if not math.isnan(between) and not math.isnan(within) and between > within and n:
             out["settle"] += "; more blocks per run would not: runs differ more than blocks do"
     notes.append(f"per run: {out['run_verdicts']}")
-    notes.append(str(last.get("note") or ""))
+    if verdict == "not measurable here":  # why it is not judged comes first
+        notes.insert(0, carried)
+    else:
+        notes.append(carried)
     out.update(reproduced=centre, ci_low=lo, ci_high=hi, verdict=verdict, ci_method=METHOD,
                confidence=confidence, coverage=math.nan, aa_median=_round(aa_c), aa_low=_round(aa_lo),
                aa_high=_round(aa_hi), aa_blocks=len(aa), block_values="", aa_values="",
