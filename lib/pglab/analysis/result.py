@@ -151,8 +151,8 @@ class Analysis:
             self.metrics = {**self.metrics, "verdicts": dict(zip(self.comparison.claim, self.comparison.verdict,
                                                                  strict=True)),
                             "runs": int(self.comparison["runs"].max()) if "runs" in self.comparison else 1}
+            Path(derived_dir).mkdir(parents=True, exist_ok=True)
             for name, table in extra.items():
-                Path(derived_dir).mkdir(parents=True, exist_ok=True)
                 table.to_csv(Path(derived_dir) / name, index=False, float_format=FLOAT_FORMAT)
         self.write(Path(derived_dir))
         figures.style()

@@ -9,7 +9,8 @@ Layout of the analysis (``data/derived/<study>/``)::
     points.csv, figures, ...  the campaign's last run, as for a single run: the verdicts are over the runs,
                               the tables and figures of effects are the last run's (the report says so)
 
-A single run is analysed as ever (``pglab.app.notebook.run``), and its rows say that its interval is within-run only.
+A single run is analysed as ever (``analyze_any``), with ``runs.csv`` and ``runs/<run-id>/comparison.csv`` of its own
+(``Analysis.write_as_one_run``); the report and the docs say that its interval is within-run only.
 """
 
 from __future__ import annotations
