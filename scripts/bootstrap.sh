@@ -8,7 +8,9 @@
 #      Python changes, the project re-installed when pyproject.toml changes,
 #   3. DVC, initialised in the repo (committed: .dvc/ is part of the checkout),
 #   4. in a git work tree: the nbstripout filter in .git/config (.gitattributes applies it to *.ipynb),
-#      so that notebook outputs never reach a commit.
+#      so that notebook outputs never reach a commit,
+#   5. as root: native/ built into /usr/local/lib/pglab (the flush emulation's LD_PRELOAD library and its
+#      probe, pglab.nodes.emulation), rebuilt when its source changes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # `make` puts .venv/bin first on PATH: the venv must be built by the system's Python, not its own
@@ -21,7 +23,8 @@ done
 # python3 + python3-venv: Debian's python3 has no ensurepip without python3-venv, so `python3 -m venv` fails
 PACKAGES=(python3 python3-venv git make procps iproute2 ca-certificates
           postgresql-15 postgresql-contrib postgresql-15-pglogical slony1-2-bin postgresql-15-slony1-2
-          postgresql-15-pgq3 pgqd python3-londiste postgresql-15-londiste-sql sysbench openssh-server)
+          postgresql-15-pgq3 pgqd python3-londiste postgresql-15-londiste-sql sysbench openssh-server
+          gcc libc6-dev)  # gcc, libc6-dev: the flush emulation's library (native/, step 5)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -111,5 +114,22 @@ if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   if [ "$(git config --get filter.nbstripout.clean || true)" != "$want" ] ||
      [ "$(git config --get diff.ipynb.textconv || true)" != "$want -t" ]; then
     .venv/bin/nbstripout --install --attributes .gitattributes
+  fi
+fi
+
+# the flush emulation (docs/emulation.md): built where every host's server user can read it; a build by another
+# user than root is left out with a message, and a run that asks for the emulation is then refused up front
+NATIVE_DIR=${PGLAB_NATIVE_DIR:-/usr/local/lib/pglab}
+native_stamp=$(cat native/pglab_flush.c native/flushprobe.c | sha256sum | cut -c1-16)
+if [ "$(cat "$NATIVE_DIR/.stamp" 2>/dev/null || true)" != "$native_stamp" ]; then
+  if [ "$(id -u)" = 0 ] || [ -w "$(dirname "$NATIVE_DIR")" ]; then
+    mkdir -p "$NATIVE_DIR"
+    gcc -O2 -Wall -shared -fPIC -o "$NATIVE_DIR/libpglab_flush.so" native/pglab_flush.c -ldl
+    gcc -O2 -Wall -o "$NATIVE_DIR/pglab-flushprobe" native/flushprobe.c
+    chmod 755 "$NATIVE_DIR" "$NATIVE_DIR/libpglab_flush.so" "$NATIVE_DIR/pglab-flushprobe"
+    echo "$native_stamp" > "$NATIVE_DIR/.stamp"
+    echo "pglab: built the flush emulation into $NATIVE_DIR"
+  else
+    echo "pglab: the flush emulation is not built ($NATIVE_DIR is not writable; run make setup as root)" >&2
   fi
 fi

@@ -47,7 +47,7 @@ VERDICTS = ("held", "did not hold", "not resolvable here", "not measurable here"
 COMPARISON_COLUMNS = ["claim", "published", "reproduced", "ci_low", "ci_high", "noise_floor", "blocks", "verdict"]
 EXTRA_COLUMNS = ["rule", "bound_low", "bound_high", "ci_method", "confidence", "coverage", "aa_median", "aa_low",
                  "aa_high", "aa_blocks", "depends_on", "here", "article", "stopped", "note", "here_verdict",
-                 "block_values", "aa_values"]
+                 "block_values", "aa_values", "emulated"]
 MIN_BLOCKS = MIN_ORDER_STATISTIC  # 6: the fewest blocks whose interval of the median covers 95%
 MARGIN = 0.10  # "no difference", "close to", "no slower": a 10% difference is the least a DBA would act on
 ABOUT = 0.20  # "about X": X within a factor 1.2 either way (1.5x: 1.25x..1.8x)
@@ -250,6 +250,9 @@ class Machine:
     article: str = ""  # "a SATA hard disk: about 120 flushes/s"
     answer: str = ""  # what would answer the claim where this machine cannot
     differs: bool = False  # this machine is unlike the article's in a way the claim depends on
+    # the article's property imitated here (pglab.nodes.emulation), as measured: a verdict then says it is made
+    # under it, and is counted apart from the verdicts on this machine as it is
+    emulated: str = ""
 
 
 def aa_check(aa: Sequence[float] | np.ndarray | pd.Series) -> tuple[tuple[float, float, float, int], bool]:
@@ -304,7 +307,8 @@ def comparison_row(claim: Claim, ratios: Sequence[float] | np.ndarray | pd.Serie
             "aa_low": aa_lo, "aa_high": aa_hi, "aa_blocks": aa_n, "depends_on": machine.property if machine else "",
             "here": machine.here if machine else "", "article": machine.article if machine else "",
             "stopped": stopped if measurable else "", "note": "; ".join(s for s in notes if s), "here_verdict": here_v,
-            "block_values": values_text(x), "aa_values": values_text(np.asarray(aa, dtype=float))}
+            "block_values": values_text(x), "aa_values": values_text(np.asarray(aa, dtype=float)),
+            "emulated": machine.emulated if machine else ""}
 
 
 def differs_note(machine: Machine, here_verdict: str) -> str:

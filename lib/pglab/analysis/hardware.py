@@ -11,6 +11,7 @@ property ``differs`` is not judged here; the verdict its interval gives is kept 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from pglab.analysis import placement
@@ -29,15 +30,43 @@ def cores_here(manifest: dict[str, Any]) -> tuple[int, str]:
     return n, where + (f" of {'/'.join(map(str, cores))} cores" if cores else "")
 
 
-def disk_flush(fsync: dict[str, Any] | None) -> Machine:
-    """The flush rate of the primary's WAL disk (pg_test_fsync's fdatasync) against the article's SATA disk."""
+def disk_flush(fsync: dict[str, Any] | None, emulated: str = "") -> Machine:
+    """The flush rate of the primary's WAL disk (pg_test_fsync's fdatasync) against the article's SATA disk;
+    ``emulated``: the flush emulation it ran under (``emulated_flush``), '' on this machine's own disk."""
     ops = (fsync or {}).get("fdatasync_ops_s")
     here = f"{ops:,.0f} fdatasync/s (pg_test_fsync)" if ops else "not measured (fsync_test_seconds = 0)"
-    return Machine("disk flush rate (commit cost)", here,
+    return Machine("disk flush rate (commit cost)", here + (f", {emulated}" if emulated else ""),
                    f"a SATA hard disk: at most about {SATA_FLUSHES_S} flushes/s (7,200 rpm; not measured there)",
                    "a primary whose WAL is on a hard disk (a few hundred flushes a second at most), where a "
-                   "commit's flush dominates its cost",
-                   differs=bool(ops and ops > 10 * SATA_FLUSHES_S))
+                   "commit's flush dominates its cost (`emulate: flush_latency_ms: [hdd_7200]`, docs/emulation.md)",
+                   differs=bool(ops and ops > 10 * SATA_FLUSHES_S), emulated=emulated)
+
+
+def emulated_flush(manifest: dict[str, Any], level: str | None = None) -> str:
+    """How a run's emulated flush is said in a verdict: 'emulated flush hdd_7200 (8.33 ms) on primary, probe
+    116/s (CPU +87 us a flush)'; at ``level`` (a label of ``flush_levels``; default the last), '' when the run had
+    none or was at this machine's own disk."""
+    e = manifest.get("emulation") or {}
+    levels = e.get("flush_levels") or []
+    level = level or (levels[-1] if levels else None)
+    parts = []
+    for disk in (e.get("disks") or {}).values():
+        m = (disk.get("levels") or {}).get(level)
+        if m and m.get("latency_ms"):
+            parts.append(f"emulated flush {level} on {', '.join(disk.get('nodes') or ['?'])}, probe "
+                         f"{m['measured_ops_s']:,.0f}/s (CPU {m['cpu_us_per_flush']:+.0f} us a flush)")
+    return "; ".join(parts)
+
+
+def pinned_cores(manifest: dict[str, Any], nodes: list[str]) -> str:
+    """'1 core per node on one machine (primary: CPU 0, standby1: CPU 1)' when each of ``nodes`` ran pinned to a
+    CPU set of its own (``emulate: core_per_node``), else ''."""
+    cores = (manifest.get("emulation") or {}).get("cores") or {}
+    got = {n: (cores.get(n) or {}).get("cpus_allowed") for n in nodes}
+    if not all(got.values()) or len(set(got.values())) < len(nodes):
+        return ""
+    return ("1 core per node, on one machine (" + ", ".join(f"{n}: CPU {c}" for n, c in got.items()) + "; memory, "
+            "disk and kernel shared)")
 
 
 def shared_cpu(manifest: dict[str, Any], article: str, who: str = "every node and client",
@@ -74,11 +103,13 @@ def _unlike(here: float | None, article: float) -> bool:
     return here is None or not (article / SAME_COST <= here <= article * SAME_COST)
 
 
-def commit_cost(local_ms: float | None, article_ms: float, how: str) -> Machine:
+def commit_cost(local_ms: float | None, article_ms: float, how: str, emulated: str = "") -> Machine:
     """What a read-write transaction costs locally, mostly its commit's flush: what a claim about the RW overhead
-    of postgres_fdw depends on (the same extra round trips weigh less beside a slow commit)."""
-    return _cost("commit cost (local RW ms per transaction: the flush)", local_ms, article_ms, "ms", 1e3,
-                 "RW", how, "a slower disk flush", digits=2)
+    of postgres_fdw depends on (the same extra round trips weigh less beside a slow commit); ``emulated``: the
+    flush emulation it was measured under."""
+    m = _cost("commit cost (local RW ms per transaction: the flush)", local_ms, article_ms, "ms", 1e3,
+              "RW", how, "a slower disk flush: `emulate: flush_latency_ms: [hdd_15k]`", digits=2)
+    return dataclasses.replace(m, here=m.here + (f", {emulated}" if emulated else ""), emulated=emulated)
 
 
 def query_cpu(local_us: float | None, article_us: float, how: str) -> Machine:
@@ -107,7 +138,8 @@ def joint(*machines: Machine) -> Machine:
         return shown[0]
     return Machine("; ".join(m.property for m in shown), "; ".join(m.here for m in shown),
                    "; ".join(m.article for m in shown), "; and ".join(m.answer for m in shown if m.answer),
-                   differs=any(m.differs for m in shown))
+                   differs=any(m.differs for m in shown),
+                   emulated="; ".join(dict.fromkeys(m.emulated for m in machines if m.emulated)))
 
 
 def network(round_trip_ms: float | None, article: str) -> Machine:

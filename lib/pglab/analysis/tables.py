@@ -25,6 +25,7 @@ from pglab.runs.reading import point_metas
 
 POINT_COLUMNS = ["point", "kind", "block", "group", "config", "copy", "clients", "tps", "tps_summary",
                  "latency_avg_ms", "window_s", "stalls", "stall_times", "steal", "steal_flag", "load1"]
+EMULATED_FACTORS = ("flush", "flush_ms")  # pglab.nodes.emulation: the flush level a point ran at, when emulated
 PointValues = Callable[[Path, dict[str, Any]], dict[str, Any]]
 
 
@@ -40,6 +41,7 @@ def points_table(run_dir: Path, values: PointValues = pgbench_window, nodes: dic
     rows, failed = [], []
     for d, meta in measured_dirs(run_dir, manifest):
         base = {k: meta.get(k) for k in ("point", "kind", "block", "group", "config", "copy", "clients")}
+        base.update({k: meta[k] for k in EMULATED_FACTORS if k in meta})  # an emulated flush ladder's level
         if meta.get("status") != "ok":
             failed.append({**base, "status": meta.get("status"), "error": meta.get("error", "")})
             continue

@@ -14,7 +14,7 @@ from psycopg.conninfo import make_conninfo
 
 from pglab.errors import ProcessError, QueryTimeout, UserError
 from pglab.hosts.base import Host
-from pglab.nodes import conf, diagnose
+from pglab.nodes import conf, diagnose, emulation
 from pglab.nodes.connection import (
     DIAGNOSE_S,
     QUERY_TIMEOUT_S,
@@ -71,6 +71,9 @@ class Node(Target):
     # Settings owned by the deployment, applied over everything: TLS files (paths on this node's host).
     fixed: dict[str, Any] = field(default_factory=dict)
     hba_addresses: tuple[str, ...] = ("127.0.0.1",)  # data addresses of the run's hosts
+    flush: emulation.Disk | None = None  # the emulated disk its flushes wait on (pglab.nodes.emulation)
+    cpus: str | None = None  # the CPUs it and its own host's clients are pinned to (a core per node)
+    cpus_allowed: str | None = None  # what the postmaster really got, read back from /proc after start
     _conn: Any = field(default=None, repr=False)
     up: bool = field(default=False, repr=False)  # started and not stopped on purpose: down = it died
 
@@ -98,7 +101,9 @@ class Node(Target):
         return {"name": self.name, "host": self.host.name, "address": self.host.data_address, "port": self.port,
                 "role": self.role, "tls": bool(self.fixed.get("ssl")), "data_dir": self.data_dir,
                 "log_file": self.log_file, "bindir": self.bindir,
-                "server_user": self.user, "socket_dir": self.ws.socket_dir}
+                "server_user": self.user, "socket_dir": self.ws.socket_dir,
+                **({"flush_ctl": self.flush.ctl} if self.flush else {}),
+                **({"cpus": self.cpus, "cpus_allowed": self.cpus_allowed} if self.cpus else {})}
 
     # -- lifecycle --------------------------------------------------------------------------------
     def _as_server(self, argv: list[str], timeout: float = 120, **kw: Any):
@@ -151,9 +156,13 @@ class Node(Target):
             self.on_start(self)  # recorded before starting, so a crash mid-start is still cleaned up
         try:
             # the server's own libpq connections (walreceiver, subscriptions) use this host's passfile
-            self._as_server([self.bin("pg_ctl"), "-D", self.data_dir, "-l", self.log_file, "-w",
-                             "-t", str(int(timeout)), "start"], timeout=timeout + 10, env=self.ws.libpq_env())
+            # an emulated disk's library and a core of its own are inherited by every process of the server
+            self._as_server(emulation.pinned([self.bin("pg_ctl"), "-D", self.data_dir, "-l", self.log_file, "-w",
+                                              "-t", str(int(timeout)), "start"], self.cpus), timeout=timeout + 10,
+                            env={**self.ws.libpq_env(), **(self.flush.env() if self.flush else {})})
             self.up = True
+            if self.cpus:
+                self.cpus_allowed = emulation.cpus_allowed(self.host, self.postmaster_pid())
         except ProcessError as exc:
             raise ProcessError(exc.host, exc.command, exc.exit_code, exc.stdout,
                                exc.stderr + "\n" + self.log_tail(), exc.timed_out) from None
@@ -170,6 +179,9 @@ class Node(Target):
         if res.exit_code != 0 and self.is_running():
             self._as_server([self.bin("pg_ctl"), "-D", self.data_dir, "-m", "immediate", "-w", "stop"],
                             timeout=30, check=False)
+
+    def postmaster_pid(self) -> int:
+        return int(self._as_server(["head", "-1", f"{self.data_dir}/postmaster.pid"]).stdout.strip())
 
     def reload(self) -> None:
         self._as_server([self.bin("pg_ctl"), "-D", self.data_dir, "reload"])

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from pglab.errors import ProcessError, UserError
 from pglab.hosts.base import Host
 from pglab.hosts.inventory import Inventory
+from pglab.nodes import emulation as emu
 from pglab.nodes.node import Node
 from pglab.nodes.target import Target
 from pglab.nodes.workspace import Workspace
@@ -46,8 +47,11 @@ class Deployment:
     """The hosts, workspaces and nodes of one run."""
 
     def __init__(self, inventory: Inventory, *, tls: bool = False, recorder: Recorder | None = None,
-                 label: str = "pglab"):
+                 label: str = "pglab", emulation: emu.Emulation | None = None):
         self.inventory = inventory
+        self.emulation = emulation
+        self.disks: dict[str, emu.Disk] = {}  # emulated disks by key (a node's name, or its host's with one_disk)
+        self.cores_given: dict[str, list[str]] = {}  # host -> the nodes pinned there, in core order
         self.recorder = recorder
         self.tls = tls
         self.hosts: dict[str, Host] = {}
@@ -152,13 +156,57 @@ class Deployment:
         node = Node(ws, name, self._port(host_name), self.inventory.entry(host_name).bindir,
                     on_start=self._starting, fixed=self._server_tls(host_name), hba_addresses=tuple(self.addresses))
         node.init(settings)
-        return node
+        return self._emulate(node)
 
     def standby(self, primary: Node, name: str, host_name: str | None = None) -> Node:
         """A streaming standby of ``primary`` on ``host_name`` (default: the primary's host), not started."""
         host_name = host_name or primary.host.name
         ws = self.workspace(host_name)
-        return primary.backup(name, self._port(host_name), ws, fixed=self._server_tls(host_name))
+        return self._emulate(primary.backup(name, self._port(host_name), ws, fixed=self._server_tls(host_name)))
+
+    # -- the article's machine, imitated (pglab.nodes.emulation) -------------------------------------
+    def _emulate(self, node: Node) -> Node:
+        """Give ``node`` its emulated disk and its core, as the run's ``emulation`` says (before it starts)."""
+        e = self.emulation
+        if e is None:
+            return node
+        with self._lock:
+            if e.flushes(node.name):
+                key = node.host.name if e.one_disk else node.name
+                if key not in self.disks:
+                    disk = emu.Disk(node.host, f"{node.ws.base}/flush-{key}.ctl", node.user)
+                    disk.set(e.flush[0])
+                    disk.measure(e.flush, f"{node.ws.base}/flush-{key}")
+                    self.disks[key] = disk
+                node.flush = self.disks[key]
+            if e.core_per_node:
+                given = self.cores_given.setdefault(node.host.name, [])
+                cores = emu.host_cores(node.host)
+                if len(given) >= cores:
+                    raise UserError(f"core_per_node: host {node.host.name} has {cores} cores, all given to nodes "
+                                    f"({', '.join(given)}); {node.name} would share one. Give it another host, or "
+                                    "set core_per_node: false")
+                node.cpus = str(len(given))
+                given.append(node.name)
+        return node
+
+    def set_flush(self, level: str | float) -> None:
+        """Every emulated disk's flushes wait ``level`` from now on (no restart: the library reads it per flush)."""
+        for disk in self.disks.values():
+            if disk.level != level:
+                disk.set(level)
+
+    def emulated(self) -> dict[str, Any]:
+        """For the manifest: what was imitated, and each disk's levels as measured (``emulation.fidelity``)."""
+        e = self.emulation
+        if e is None:
+            return {}
+        return {"said": e.words(), "flush_levels": [emu.label(x) for x in e.flush], "one_disk": e.one_disk,
+                "core_per_node": e.core_per_node,
+                "disks": {k: {"host": d.host.name, "nodes": [n.name for n in self.nodes if n.flush is d],
+                              "levels": d.measured, "measured": emu.said(d.measured)} for k, d in self.disks.items()},
+                "cores": {n.name: {"host": n.host.name, "cpus": n.cpus, "cpus_allowed": n.cpus_allowed}
+                          for n in self.nodes if n.cpus}}
 
     def client(self, host_name: str) -> Client:
         """A host that runs workloads (pgbench, sysbench) against the run's nodes."""

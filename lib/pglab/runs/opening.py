@@ -19,6 +19,9 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from pglab.hosts.inventory import Inventory
+from pglab.nodes.emulation import Emulation
+from pglab.nodes.emulation import problems as emulation_problems_on
+from pglab.runs import preflight
 from pglab.runs.params import validate
 from pglab.runs.reading import point_metas
 from pglab.runs.resume import open_run
@@ -60,17 +63,30 @@ def study_run(study: str, model: type[P], params: dict[str, Any] | P, check: Cal
     p: Any = params if isinstance(params, model) else validate(model, params, f"{study} parameters")  # type: ignore[arg-type]
     inventory = inventory or Inventory()
     found = check(p, inventory)
+    emulated = p.emulation() if hasattr(p, "emulation") else None
+    if emulated:  # a host without the library or taskset: refused before anything starts
+        preflight.require(emulation_problems(emulated, inventory, p.hosts))
     planned = plan(p, found)
     record = plan_record(planned.points, p.seed, planned.baseline, p.blocks, planned.kept_across_blocks)
     store = open_run(data_root, study, profile, p.model_dump(), record, inventory, resume)
     started = time.monotonic()
-    with session(inventory, store, tls=getattr(p, "tls", False)) as s:
+    with session(inventory, store, tls=getattr(p, "tls", False), emulation=emulated) as s:
         s.deploy.open(p.hosts)  # every host first: pg_hba admits exactly their data addresses
         yield Opened(p, store, s, list(planned.points), found, started)
         store.manifest.setdefault("wall_s", []).append(round(time.monotonic() - started, 1))
     store.manifest.setdefault("collect_s", []).append(round(time.monotonic() - started, 1))  # with the clean-up
     store.manifest.update(measurement_share(store))
     store.save()
+
+
+def emulation_problems(emulated: Emulation, inventory: Inventory, hosts: Sequence[str]) -> list[str]:
+    """What stops ``emulated`` on the run's hosts (each opened for the check, then closed)."""
+    opened = [inventory.connect(h) for h in dict.fromkeys(hosts)]
+    try:
+        return emulation_problems_on(emulated, opened)
+    finally:
+        for h in opened:
+            h.close()
 
 
 def measurement_share(store: RunStore) -> dict[str, Any]:

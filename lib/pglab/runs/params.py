@@ -31,6 +31,7 @@ from pydantic import (
 )
 
 from pglab.errors import ParameterError
+from pglab.nodes import emulation
 from pglab.userfiles import kind, setting_problems, yaml_mapping
 
 M = TypeVar("M", bound=BaseModel)
@@ -56,6 +57,29 @@ def not_reserved(settings: dict, reserved: set[str], owner: str) -> dict:
     return settings
 
 
+class EmulateParams(BaseModel):
+    """``emulate:`` the article's machine imitated on this one (``pglab.nodes.emulation``; docs/emulation.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+    # flush levels: a preset (hdd_7200 ...), milliseconds, or own (this machine's disk); a study with a flush
+    # ladder (synchronous_commit) measures each in turn and judges its claims at the last; the others take one
+    flush_latency_ms: list[str | float] = Field(default_factory=list)
+    flush_nodes: list[str] | None = None  # the nodes whose flushes are emulated; None: every node
+    one_disk: bool = False  # the emulated nodes of a host share one disk (flush one at a time between them)
+    core_per_node: bool = False  # each node, with the clients run against it from its host, on a core of its own
+
+    @field_validator("flush_latency_ms")
+    @classmethod
+    def _levels(cls, v: list[str | float]) -> list[str | float]:
+        for level in v:
+            emulation.latency_ms(level)  # a ValueError names the bad one
+        return unique_items(v)
+
+    def spec(self) -> emulation.Emulation:
+        return emulation.Emulation(tuple(self.flush_latency_ms), tuple(self.flush_nodes) if self.flush_nodes
+                                   is not None else None, self.one_disk, self.core_per_node)
+
+
 class StudyParams(BaseModel):
     """What every study's parameter model checks alike: list fields whose entries must not repeat
     (``UNIQUE``), and server settings the study sets itself (``RESERVED``, set by ``RESERVED_BY``),
@@ -66,6 +90,9 @@ class StudyParams(BaseModel):
     # a campaign: this many independent runs, each on fresh servers with a seed drawn for it (pglab.app.campaign);
     # a verdict over runs needs 3 (pglab.analysis.over_runs)
     runs: PositiveInt = 1
+    # the article's disk flush or a core per node, imitated (``EmulateParams``); None: this machine as it is
+    emulate: EmulateParams | None = None
+    FLUSH_LADDER: ClassVar[bool] = False  # whether the study measures several flush levels in one run
     RESERVED: ClassVar[set[str]] = set()
     RESERVED_BY: ClassVar[str] = "the study itself"
 
@@ -76,7 +103,13 @@ class StudyParams(BaseModel):
             return unique_items(v)
         if info.field_name == "server_settings":
             return not_reserved(v, cls.RESERVED, cls.RESERVED_BY)
+        if info.field_name == "emulate" and v is not None and len(v.flush_latency_ms) > 1 and not cls.FLUSH_LADDER:
+            raise ValueError(f"flush_latency_ms {v.flush_latency_ms}: this study measures one flush level a run "
+                             "(a ladder of levels is synchronous_commit's); give one")
         return v
+
+    def emulation(self) -> emulation.Emulation | None:
+        return self.emulate.spec() if self.emulate else None
 
 
 class AdaptiveParams(StudyParams):

@@ -26,6 +26,7 @@ from pglab.hosts import procs
 from pglab.hosts.base import Background, Host
 from pglab.hosts.inventory import Inventory
 from pglab.hosts.local import LocalHost
+from pglab.nodes.emulation import Emulation
 from pglab.nodes.node import Node
 from pglab.nodes.topology import Deployment
 from pglab.nodes.workspace import Workspace
@@ -44,13 +45,14 @@ class Session:
     of each as it is made (``Recorder``), lists it in the manifest at once, and releases it in ``close``.
     """
 
-    def __init__(self, inventory: Inventory, store: RunStore | None = None, tls: bool = False):
+    def __init__(self, inventory: Inventory, store: RunStore | None = None, tls: bool = False,
+                 emulation: Emulation | None = None):
         self.inventory = inventory
         self.store = store
         self.background: list[Background] = []
         self.boot_ids: dict[str, str] = {}
         self.deploy = Deployment(inventory, tls=tls, recorder=self,
-                                 label=store.manifest["run_id"] if store else "pglab")
+                                 label=store.manifest["run_id"] if store else "pglab", emulation=emulation)
         if store:  # lets `pglab cleanup` tell this process from a later one with the same PID
             store.manifest["control"] = _quietly(procs.identity, LocalHost(), os.getpid())
             store.manifest["inventory"] = inventory.source  # where `pglab cleanup` finds the run's hosts
@@ -157,6 +159,9 @@ class Session:
         """
         errors: list[str] = []
         leftovers: list[dict[str, Any]] = []
+        if self.store and self.deploy.emulation:  # what the run imitated, as measured (pglab.nodes.emulation)
+            with _collect(errors):
+                self.store.manifest["emulation"] = self.deploy.emulated()
         for proc in list(self.background):
             gone = False
             with _collect(errors):
@@ -247,10 +252,11 @@ def _collect(errors: list[str]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def session(inventory: Inventory, store: RunStore | None = None, tls: bool = False) -> Iterator[Session]:
+def session(inventory: Inventory, store: RunStore | None = None, tls: bool = False,
+            emulation: Emulation | None = None) -> Iterator[Session]:
     """A Session that always closes; the store's status, written after everything was released, says
     how the run ended."""
-    s = Session(inventory, store, tls)
+    s = Session(inventory, store, tls, emulation)
     outcome = "failed"
     not_ok: dict[str, str] | None = None  # read once the body ended: a failed run is read in ``finally``
     in_flight = False

@@ -12,6 +12,7 @@ from typing import Any
 
 from pglab.errors import ProcessError
 from pglab.hosts.base import Background, Result
+from pglab.nodes import emulation
 from pglab.nodes.node import Node
 from pglab.nodes.target import Target
 from pglab.nodes.topology import Client
@@ -60,7 +61,8 @@ def run(node: Node, point: Point, argv: list[str], *, timeout: float, prefix: st
     if measured:
         point.workload_started(prefix or "main")
     try:
-        result = host.run(argv, env=session_env(node, settings, client), timeout=timeout, check=False)
+        result = host.run(pinned(node, client, argv), env=session_env(node, settings, client), timeout=timeout,
+                          check=False)
     except ProcessError as exc:  # timed out: keep what it printed
         result = Result(host.name, exc.command, -1, exc.stdout, exc.stderr + "\npglab: timed out\n",
                         timeout)
@@ -82,7 +84,17 @@ def start(node: Node, point: Point, argv: list[str], *, prefix: str,
     base = f"{c.ws.base}/{point.id}-{prefix}"
     if not _initialises(argv):
         point.workload_started(prefix or "main")
-    return c.host.start(argv, f"{base}stdout.txt", f"{base}stderr.txt", env=session_env(node, settings, c))
+    return c.host.start(pinned(node, c, argv), f"{base}stdout.txt", f"{base}stderr.txt",
+                        env=session_env(node, settings, c))
+
+
+def pinned(node: Target, client: Client | None, argv: list[str]) -> list[str]:
+    """A workload run from its node's own host shares the node's core (a core per node, ``emulate``); from
+    another host it is not pinned."""
+    cpus = getattr(node, "cpus", None)  # a Node pinned to a core; other targets never are
+    if cpus and client is not None and client.host.name != node.host.name:  # type: ignore[attr-defined]
+        cpus = None
+    return emulation.pinned(argv, cpus)
 
 
 def collect(proc: Background, point: Point, prefix: str, timeout: float) -> Result:

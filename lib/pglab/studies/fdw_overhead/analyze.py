@@ -102,14 +102,17 @@ def local_cost(points: pd.DataFrame, kind: str, clients: int) -> tuple[float | N
     return float((p.clients / p.tps).median()), f"median of {len(p)} points at {at} client{'s' * (at != 1)}"
 
 
-def machines(points: pd.DataFrame, ref: pd.DataFrame, instances: claims.Machine) -> dict[str, claims.Machine]:
+def machines(points: pd.DataFrame, ref: pd.DataFrame, instances: claims.Machine,
+             emulated: str = "") -> dict[str, claims.Machine]:
     """What each claim depends on, here and in the article: the commit cost (a local RW transaction's time,
-    mostly its flush: the same extra round trips weigh less beside a slow commit) and the per-query CPU (a local
-    RO transaction's time), each from its local tps at 1 client; and where the two instances run."""
+    mostly its flush: the same extra round trips weigh less beside a slow commit; ``emulated``: the flush
+    emulation it ran under) and the per-query CPU (a local RO transaction's time), each from its local tps at 1
+    client; and where the two instances run."""
     art = ref[ref.target == "local"].set_index("type").tps_mean
     rw, rw_how = local_cost(points, "RW", fdw_claims.RW_CLIENTS)
     ro, ro_how = local_cost(points, "RO", fdw_claims.RO_CLIENTS)
-    return {fdw_claims.COMMIT: hardware.commit_cost(rw * 1e3 if rw else None, 1e3 / float(art["RW"]), rw_how),
+    return {fdw_claims.COMMIT: hardware.commit_cost(rw * 1e3 if rw else None, 1e3 / float(art["RW"]), rw_how,
+                                                    emulated),
             fdw_claims.CPU: hardware.query_cpu(ro * 1e6 if ro else None, 1e6 / float(art["RO"]), ro_how),
             "instances": instances}
 
@@ -129,7 +132,8 @@ def compare(ratios: pd.DataFrame, points: pd.DataFrame, reference_dir: Path, man
     rt = _rt_note(round_trips)
     where = _external_where(manifest, par)
     props = machines(points, ref, hardware.instances(
-        where, placement.separate(manifest, [par.source_host], [par.external_host_name])))
+        where, placement.separate(manifest, [par.source_host], [par.external_host_name])),
+        hardware.emulated_flush(manifest))
     kw: dict[str, Any] = {"aa": blocks.aa(), "adaptive": claims.first_look(manifest)}
     extra = {"RW": [rt.get("RW", ""), wait_note(_kind(waits, "RW"), "FDW_local", "local"), steal],
              "RO": [rt.get("RO", ""), wait_note(_kind(waits, "RO"), "FDW_local", "local"), steal],

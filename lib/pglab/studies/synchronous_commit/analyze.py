@@ -18,13 +18,21 @@ import pandas as pd
 
 from pglab.analysis import claims, effects, hardware, placement, result, tables
 from pglab.analysis.effects import AA, BlockEffects
+from pglab.analysis.stats import median_interval
 from pglab.analysis.waits import fig_waits, wait_note, wait_shares
+from pglab.nodes import emulation
 from pglab.parsers.fsync import parse_pg_test_fsync
 from pglab.parsers.pgbench import parse_init
 from pglab.runs import record
 from pglab.runs.reading import read_meta, read_optional
 from pglab.studies.synchronous_commit import claims as sc_claims
-from pglab.studies.synchronous_commit.figures import LEVEL_ORDER, fig_ratio, fig_standby_reads, fig_tps_by_clients
+from pglab.studies.synchronous_commit.figures import (
+    LEVEL_ORDER,
+    fig_flush_ladder,
+    fig_ratio,
+    fig_standby_reads,
+    fig_tps_by_clients,
+)
 from pglab.studies.synchronous_commit.params import Params
 
 
@@ -35,12 +43,41 @@ class Analysis(result.Analysis):
     fsync: dict[str, Any] | None
     latency: pd.DataFrame
     reads: pd.DataFrame  # standby reads: per-block loaded/idle ratios
+    ladder: pd.DataFrame  # with an emulated flush ladder: each level's ratio to on at each flush level
 
     def ratio_lines(self) -> pd.DataFrame:
         return tables.lines(self.summary.rename(columns={"level": "config"}), "clients", LEVEL_ORDER)
 
     def tables(self) -> dict[str, pd.DataFrame]:
-        return {**super().tables(), "fsync.csv": fsync_table(self.fsync), "latency.csv": self.latency}
+        return {**super().tables(), "fsync.csv": fsync_table(self.fsync), "latency.csv": self.latency,
+                "flush_ladder.csv": self.ladder}
+
+
+LADDER_COLUMNS = ["flush", "flush_ms", "level", "blocks", "median", "ci_low", "ci_high", "tps_median"]
+
+
+def judged_writes(writes: pd.DataFrame, baseline: str, par: Params) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the write points the claims are judged on, the flush ladder). With an emulated flush ladder
+    (``emulate.flush_latency_ms``) the claims are judged at its last level, the article's disk; the ladder table
+    gives every level's ratio to ``on`` at each flush level (geometric mean over the run's client counts per
+    block, then the median over blocks with its interval): how each ratio moves from this disk to the article's."""
+    if "flush_ms" not in writes or writes.flush_ms.isna().all():
+        return writes, pd.DataFrame(columns=LADDER_COLUMNS)
+    judged = round(emulation.latency_ms(par.judged_flush()), 3) if par.judged_flush() is not None \
+        else writes.flush_ms.max()
+    rows = []
+    for (flush, ms), w in writes.groupby(["flush", "flush_ms"], sort=False):
+        r = effects.block_ratios(w, baseline, by=["group", "clients"], value="tps")
+        per_block = effects.per_block(r)
+        tps = w.groupby("config").tps.median()
+        for level in per_block.columns:
+            x = per_block[level].dropna().to_numpy()
+            med, lo, hi, _ = median_interval(x)
+            rows.append({"flush": flush, "flush_ms": ms, "level": level, "blocks": len(x), "median": round(med, 4),
+                         "ci_low": round(lo, 4), "ci_high": round(hi, 4),
+                         "tps_median": round(float(tps.get(level, np.nan)), 1)})
+    ladder = pd.DataFrame(rows, columns=LADDER_COLUMNS).sort_values(["flush_ms", "level"], ignore_index=True)
+    return writes[writes.flush_ms == judged], ladder
 
 
 def reference_ratios(reference_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -94,7 +131,7 @@ def compare(a_ratios: pd.DataFrame, reads: pd.DataFrame, reference_dir: Path, fs
     article = ref.pivot(index="clients", columns="synchronous_commit", values="ratio_to_on")
     counts, at = sc_claims.judged_clients(a_ratios.clients.dropna() if len(a_ratios) else [])
     per_block = BlockEffects.of(sc_claims.judged_ratios(a_ratios))  # block x level: geometric mean over those counts
-    disk = hardware.disk_flush(fsync)
+    disk = hardware.disk_flush(fsync, hardware.emulated_flush(manifest))
     adaptive = claims.first_look(manifest)  # the record as the run ended (claims.read_look)
     kw: dict[str, Any] = {"aa": per_block.aa, "adaptive": adaptive}
     rows = []
@@ -118,8 +155,12 @@ def compare(a_ratios: pd.DataFrame, reads: pd.DataFrame, reference_dir: Path, fs
         separated, why = reads_separated(manifest, par)
         apart = dataclasses.replace(hardware.separate_machines(
             manifest, [par.primary_host, par.standby_host],
-            "a master and a slave, each its own machine", "the standby on a machine of its own (`standby_host`)"),
-            differs=not separated)
+            "a master and a slave, each its own machine", "the standby on a machine of its own (`standby_host`), "
+            "or on a core of its own (`emulate: core_per_node: true`)"), differs=not separated)
+        cores = hardware.pinned_cores(manifest, ["primary", par.standby_name])
+        if cores and not separated:  # a core each: the load on one no longer takes the other's CPU
+            apart = dataclasses.replace(apart, property="cores per node", here=cores, differs=False, emulated=cores)
+            why = f"primary (with its writers) and standby (with its reader) each on a core of its own: {cores}"
         pub, pub_how = article_reads(ref_reads, par.standby_read_level)
         rows.append(claims.comparison_row(
             dataclasses.replace(sc_claims.READS, published=pub),
@@ -143,7 +184,7 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     manifest, points, failed = result.read_run(run_dir, nodes={"write": "primary", "read": "standby"})
     par = record.parameters(manifest, Params)
     baseline = record.baseline(manifest, par.baseline)
-    writes = points[points.kind == "write"]
+    writes, ladder = judged_writes(points[points.kind == "write"], baseline, par)
     ratios = effects.block_ratios(writes, baseline, by=["group", "clients"], value="tps")
     summary = effects.summarise(ratios, by=["clients", "config"]).rename(columns={"config": "level"})
     tps = tables.tps_summary(writes, ["clients", "config"]).rename(columns={"config": "level"})
@@ -161,7 +202,7 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     metrics = headline(summary, comparison, fsync, init, manifest, par, failed, points)
     a = Analysis(run_dir=run_dir, manifest=manifest, params=par, points=points, failed=failed, summary=summary,
                  ratios=ratios, comparison=comparison, waits=waits, stalls=tables.stalls_table(points),
-                 metrics=metrics, fsync=fsync, latency=latency, reads=reads)
+                 metrics=metrics, fsync=fsync, latency=latency, reads=reads, ladder=ladder)
     return a.finish(derived_dir, figures_dir, functools.partial(draw, reference_dir=Path(reference_dir)))
 
 
@@ -194,6 +235,10 @@ def draw(a: Analysis, out: Path, reference_dir: Path) -> dict[str, list[Path]]:
     """The study's figures, each one function of the derived tables."""
     made = {"tps_by_clients": fig_tps_by_clients(a.summary, a.points, out),
             "ratio_to_on": fig_ratio(a.summary, reference_ratios(reference_dir)[0], out)}
+    if len(a.ladder):
+        pub = {lvl: float(a.comparison.set_index("claim").published.get(c.text, np.nan))
+               for lvl, c in sc_claims.LEVEL_CLAIMS.items()}
+        made["flush_ladder"] = fig_flush_ladder(a.ladder, pub, out)
     if len(a.reads):
         made["standby_reads"] = fig_standby_reads(a.reads, out)
     made["published_vs_reproduced"] = tables.fig_comparison(a.comparison, out, "synchronous_commit: published "

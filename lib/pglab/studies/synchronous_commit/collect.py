@@ -18,7 +18,7 @@ from pglab.analysis import effects
 from pglab.analysis.window import measured_points
 from pglab.errors import ProcessError
 from pglab.hosts.inventory import Inventory
-from pglab.nodes import topology
+from pglab.nodes import emulation, topology
 from pglab.nodes.node import Node
 from pglab.runs import preflight, tools
 from pglab.runs.opening import Plan, study_run
@@ -35,10 +35,20 @@ from pglab.workloads.observed import Watch
 DB = "bench"
 
 
+def write_groups(p: Params) -> list[Group]:
+    """One group of write blocks per client count, and per emulated flush level when there is a ladder
+    (``emulate.flush_latency_ms``; factor ``flush_ms``, 0 for this machine's own disk)."""
+    if not p.flush_levels():
+        return [Group(f"c{c:03d}", {"kind": "write", "clients": c}) for c in p.clients]
+    return [Group(f"c{c:03d}-f{i}", {"kind": "write", "clients": c, "flush": emulation.label(lv),
+                                     "flush_ms": round(emulation.latency_ms(lv), 3)})
+            for i, lv in enumerate(p.flush_levels()) for c in p.clients]
+
+
 def write_block(p: Params, block: int, levels: set[str]) -> list[Planned]:
     """Block ``block`` of the write groups with the baseline (twice) and ``levels`` only, in the seeded order of
     a planned block (``pglab.workloads.adaptive`` adds it after the first look)."""
-    groups = [Group(f"c{c:03d}", {"kind": "write", "clients": c}) for c in p.clients]
+    groups = write_groups(p)
     keep = [lv for lv in p.levels if lv in levels or lv == p.baseline]
     return plan_blocks(keep, p.baseline, groups, block, p.seed + block, prefix="write", start=block)
 
@@ -58,7 +68,7 @@ def interim_per_block(run_dir: Path, baseline: str) -> pd.DataFrame:
 def plan(p: Params) -> list[Planned]:
     """Write blocks (every level at one client count, ``on`` twice), then standby-read blocks (idle
     twice, loaded), each in a seeded random order (``pglab.runs.sweep``)."""
-    groups = [Group(f"c{c:03d}", {"kind": "write", "clients": c}) for c in p.clients]
+    groups = write_groups(p)
     points = plan_blocks(p.levels, p.baseline, groups, p.blocks, p.seed, prefix="write")
     if p.standby_read_blocks:
         reads = Group("reads", {"kind": "read", "level": p.standby_read_level, "clients": 1})
@@ -86,7 +96,7 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
         primary, standby = _topology(s, p, store)
         clients = _clients(s, p, primary, standby)
         cores = int(store.manifest["hosts"][clients[primary.name].host.name].get("cores", 2))
-        _initialise(primary, store, p)
+        _initialise(s, primary, store, p)
 
         def measure(pl: Planned, point: Point, watch: Watch) -> str | None:
             return _measure(s, pl, point, primary, standby, p, cores, clients, watch)
@@ -121,7 +131,7 @@ def _clients(s: Session, p: Params, *nodes: Node) -> dict[str, topology.Client]:
     return out
 
 
-def _initialise(primary: Node, store: RunStore, p: Params) -> None:
+def _initialise(s: Session, primary: Node, store: RunStore, p: Params) -> None:
     point = store.point("init", unique=True, kind="init")
     res = pgbench.initialise(primary, point, DB, p.scale)  # on the primary's host: not measured
     if res.exit_code != 0:
@@ -131,8 +141,13 @@ def _initialise(primary: Node, store: RunStore, p: Params) -> None:
     if p.fsync_test_seconds:
         point = store.point("fsync", unique=True, kind="fsync")
         target = f"{primary.ws.base}/fsync-test.tmp"
-        res = primary.host.run([primary.bin("pg_test_fsync"), "-s", str(p.fsync_test_seconds), "-f", target],
-                               as_user=primary.user, timeout=60 + 20 * p.fsync_test_seconds, check=False)
+        if primary.flush:  # the disk the claims are judged on: the emulated one at the judged level
+            s.deploy.set_flush(p.judged_flush())
+            point.meta["flush"] = emulation.label(p.judged_flush())
+        seconds = p.fsync_test_seconds
+        res = primary.host.run([primary.bin("pg_test_fsync"), "-s", str(seconds), "-f", target], as_user=primary.user,
+                               timeout=60 + (20 + 300 * bool(primary.flush)) * seconds, check=False,
+                               env=primary.flush.env() if primary.flush else None)
         primary.host.run(["rm", "-f", target])
         point.record(res)
         point.finish("ok" if res.exit_code == 0 else "failed")
@@ -160,6 +175,10 @@ def _measure(s: Session, pl: Planned, point: Point, primary: Node, standby: Node
     nodes = {"primary": primary, "standby": standby}
     kind = pl.group.factors["kind"]
     level = pl.config if kind == "write" else p.standby_read_level
+    if p.flush_levels():  # the write group's level; the standby reads at the level the claims are judged at
+        flush = pl.group.factors.get("flush") or emulation.label(p.judged_flush())
+        s.deploy.set_flush(next(lv for lv in p.flush_levels() if emulation.label(lv) == flush))
+        point.meta["flush"] = flush
     point.meta.update(set_level(primary, level, p.standby_name), level=level, warmup_s=p.warmup_s)
     point.write_json("settings.json", {"primary": primary.snapshot_settings(DB),
                                        "standby": standby.snapshot_settings(DB)})

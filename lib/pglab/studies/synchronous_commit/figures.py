@@ -91,3 +91,30 @@ def fig_standby_reads(reads: pd.DataFrame, out: Path) -> list[Path]:
     ax.set_title("Standby reads with the primary under write load\n(dots: blocks; band: noise floor; bars: "
                  "median and\n" + tables.wrap(f"{tables.caption(methods)})", 60), fontsize=10)
     return figures.save(fig, out, "standby_reads")
+
+
+def fig_flush_ladder(ladder: pd.DataFrame, published: dict[str, float], out: Path) -> list[Path]:
+    """Each level's ratio to ``on`` as the emulated flush latency goes from this machine's disk to the article's
+    (``analyze.judged_writes``); the article's values marked at its disk, the last level."""
+    lad = ladder[ladder.level.isin(["off", "local", "remote_write"])].dropna(subset=["median"])
+    steps = list(dict.fromkeys(ladder.sort_values("flush_ms").flush))
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for k, lvl in enumerate(["off", "local", "remote_write"]):
+        g = lad[lad.level == lvl].set_index("flush").reindex(steps)
+        x = np.arange(len(steps)) + (k - 1) * 0.06
+        ax.errorbar(x, g["median"], yerr=[g["median"] - g.ci_low, g.ci_high - g["median"]], color=PALETTE[lvl],
+                    marker="o", capsize=3, label=f"{lvl} / on")
+        if lvl in published and not math.isnan(published[lvl]):
+            ax.scatter([len(steps) - 1 + 0.25], [published[lvl]], marker="*", s=140, color=PALETTE[lvl],
+                       edgecolor="black", zorder=5, label=f"{lvl} / on, the article ({published[lvl]:.3g})")
+    ax.set_xticks(range(len(steps)), [s.replace(" (", "\n(") for s in steps])
+    ax.set_yscale("log")
+    figures.plain_log(ax.yaxis)
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_xlabel("emulated WAL flush latency (pglab.nodes.emulation; the last is the article's disk)")
+    ax.set_ylabel("tps / tps(on), log scale")
+    blocks = int(lad.blocks.max()) if len(lad) else 0
+    ax.set_title("What a slow disk does to each level's cost: ratio to on, per flush latency\n"
+                 f"(median over {blocks} blocks with its interval; stars: the article, SATA disk)", fontsize=10)
+    figures.outside_legend(ax, fontsize=8)
+    return figures.save(fig, out, "flush_ladder")

@@ -19,6 +19,7 @@ class Params(AdaptiveParams):
     UNIQUE = ("levels", "clients")  # list fields whose entries must not repeat
     RESERVED = RESERVED
     RESERVED_BY = "the study itself"  # who sets the RESERVED server settings
+    FLUSH_LADDER = True  # emulate.flush_latency_ms may name several levels: each a group of write blocks
 
     levels: list[Level] = Field(min_length=1)  # synchronous_commit levels to compare
     baseline: Level = "on"  # every block runs it twice (A/A); the other levels are divided by it
@@ -56,6 +57,9 @@ class Params(AdaptiveParams):
     def _baseline_measured(self) -> Params:
         if self.baseline not in self.levels:
             raise ValueError(f"baseline {self.baseline!r} must be one of levels {self.levels}")
+        if self.max_blocks and len(self.flush_levels()) > 1:
+            raise ValueError("max_blocks with a flush ladder: the first look judges one flush level; give "
+                             "emulate.flush_latency_ms one level, or drop max_blocks")
         if self.warmup_s >= self.seconds or self.warmup_s >= self.standby_read_seconds:
             raise ValueError(f"warmup_s={self.warmup_s:g} leaves no measured window in seconds={self.seconds} "
                              f"or standby_read_seconds={self.standby_read_seconds}")
@@ -66,6 +70,15 @@ class Params(AdaptiveParams):
         """Every inventory host the run uses."""
         return list(dict.fromkeys([self.primary_host, self.standby_host, *([self.client_host] if self.client_host
                                                                            else [])]))
+
+    def flush_levels(self) -> list[str | float]:
+        """The emulated flush levels the write blocks run at (``emulate``); none without an emulated flush."""
+        return list(self.emulate.flush_latency_ms) if self.emulate else []
+
+    def judged_flush(self) -> str | float | None:
+        """The level the claims are judged at, the standby reads and pg_test_fsync run at: the ladder's last."""
+        levels = self.flush_levels()
+        return levels[-1] if levels else None
 
     def max_connections(self) -> int:
         """Enough for the largest client count plus the loaded-read case and our own sessions."""
