@@ -3,8 +3,8 @@
  * Why: the synchronous_commit article's primary flushed its WAL to a SATA hard disk (about 120 flushes a
  * second); a virtual disk flushes 4,000-12,000 times a second, which sets aside every claim the disk explains.
  * With this library preloaded into a PostgreSQL server (pglab.nodes.emulation), each fsync, fdatasync and
- * each write to a file opened O_SYNC/O_DSYNC (wal_sync_method open_datasync/open_sync) first waits the
- * emulated latency, then does the real call: one at a time, as on one disk, under an exclusive flock on the
+ * each write to a file opened O_SYNC/O_DSYNC (wal_sync_method open_datasync/open_sync) does the real call and
+ * returns when the emulated latency has passed since it began: one at a time, as on one disk, under an exclusive flock on the
  * control file that every process of the emulated disk shares (the backends, the WAL writer, the
  * checkpointer, and other nodes given the same file).
  *
@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -42,6 +43,7 @@ static int ctl(void) {
         const char *path = getenv("PGLAB_FLUSH_CTL");
         ctl_pid = me;  /* the inherited descriptor is left open: closing it would not release anything */
         ctl_fd = path && *path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+        prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);  /* wake at the deadline, not up to 50 us after it */
     }
     return ctl_fd;
 }
@@ -56,18 +58,21 @@ static long latency_us(int fd) {
     return last_us;
 }
 
-/* Wait the emulated latency holding the disk, run the real flush, release the disk. */
+/* Hold the disk, run the real flush, and return no sooner than the emulated latency after it began (an absolute
+ * deadline: the real call's own time is part of the latency, as on a disk); then release the disk. */
 #define FLUSHED(call) do { \
         int c_ = ctl(); \
         long us_ = c_ >= 0 ? latency_us(c_) : 0; \
         if (us_ <= 0) return (call); \
-        int e_ = errno; \
         while (flock(c_, LOCK_EX) != 0 && errno == EINTR) {} \
-        struct timespec ts_ = {us_ / 1000000, (us_ % 1000000) * 1000}; \
-        while (nanosleep(&ts_, &ts_) != 0 && errno == EINTR) {} \
-        errno = e_; \
+        struct timespec d_; \
+        clock_gettime(CLOCK_MONOTONIC, &d_); \
         __typeof__(call) r_ = (call); \
-        e_ = errno; \
+        int e_ = errno; \
+        d_.tv_sec += us_ / 1000000; \
+        d_.tv_nsec += (us_ % 1000000) * 1000; \
+        if (d_.tv_nsec >= 1000000000) { d_.tv_sec++; d_.tv_nsec -= 1000000000; } \
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &d_, NULL) == EINTR) {} \
         flock(c_, LOCK_UN); \
         errno = e_; \
         return r_; \

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pglab.emulated import Emulation, label, latency_ms
 from pglab.errors import UserError
 
 if TYPE_CHECKING:  # the analyses read presets and labels without the host layer
@@ -37,63 +38,9 @@ NATIVE_DIR = os.environ.get("PGLAB_NATIVE_DIR", "/usr/local/lib/pglab")
 LIBRARY = f"{NATIVE_DIR}/libpglab_flush.so"
 PROBE = f"{NATIVE_DIR}/pglab-flushprobe"
 
-#: what each preset imitates: a hard disk with its write cache off flushes at most once a rotation (60 s / rpm)
-PRESETS: dict[str, float] = {
-    "own": 0.0,  # this machine's own disk: the real call alone
-    "hdd_5400": 60e3 / 5400,  # 11.1 ms: a laptop disk
-    "hdd_7200": 60e3 / 7200,  # 8.33 ms: a SATA desktop/server disk (the synchronous_commit article's)
-    "hdd_10k": 60e3 / 10000,  # 6 ms: a SAS disk
-    "hdd_15k": 60e3 / 15000,  # 4 ms: a fast SAS disk
-}
 #: the measured rate must be within this share of the one the latency names (1000 / latency_ms)
 FIDELITY = 0.10
 PROBE_S = 1.0
-
-
-def latency_ms(level: str | float) -> float:
-    """A flush level in milliseconds: a preset's name or a number (0 = this machine's own disk)."""
-    if isinstance(level, str):
-        if level in PRESETS:
-            return PRESETS[level]
-        raise ValueError(f"flush latency {level!r}: not a preset ({', '.join(PRESETS)}) nor a number of ms")
-    if not 0 <= float(level) <= 1000:
-        raise ValueError(f"flush latency {level!r} ms: outside 0-1000 ms")
-    return float(level)
-
-
-def label(level: str | float) -> str:
-    """How a level is said: 'own disk', 'hdd_7200 (8.33 ms)', '2 ms'."""
-    ms = latency_ms(level)
-    if ms == 0:
-        return "own disk"
-    return f"{level} ({ms:.3g} ms)" if isinstance(level, str) else f"{ms:g} ms"
-
-
-@dataclass(frozen=True)
-class Emulation:
-    """What a run imitates (``emulate`` in a study's params): the flush levels (the first is set when a disk is
-    made), the nodes they apply to (None: every node), whether a host's emulated nodes share one disk, and
-    whether each node gets a core of its own."""
-
-    flush: tuple[str | float, ...] = ()
-    nodes: tuple[str, ...] | None = None
-    one_disk: bool = False
-    core_per_node: bool = False
-
-    def flushes(self, node_name: str) -> bool:
-        return bool(self.flush) and (self.nodes is None or node_name in self.nodes)
-
-    def words(self) -> str:
-        """The property as a verdict states it."""
-        parts = []
-        if self.flush:
-            where = "every node" if self.nodes is None else ", ".join(self.nodes)
-            parts.append(f"emulated flush {' / '.join(label(x) for x in self.flush)} on {where}"
-                         + (" (one disk per host)" if self.one_disk else ""))
-        if self.core_per_node:
-            parts.append("1 core per node (its clients share it), on one machine")
-        return "; ".join(parts)
-
 
 def problems(emulation: Emulation | None, hosts: Iterable[Host]) -> list[str]:
     """What would stop the emulation on ``hosts``: said before anything starts."""
@@ -160,7 +107,7 @@ def fidelity(level: str | float, got: dict[str, float], own: dict[str, float]) -
     named = 1000.0 / ms if ms else own["ops_s"]  # a disk of that latency flushes at most this often
     return {"latency_ms": round(ms, 3), "named_ops_s": round(named, 1), "measured_ops_s": got["ops_s"],
             "faithful": abs(got["ops_s"] - named) <= FIDELITY * named if ms else None, "own_ops_s": own["ops_s"],
-            "cpu_us_per_flush": round(got["cpu_us_per_flush"] - own["cpu_us_per_flush"], 1) if ms else 0.0}
+            "cpu_us_per_flush": max(0.0, round(got["cpu_us_per_flush"] - own["cpu_us_per_flush"], 1)) if ms else 0.0}
 
 
 def said(measured: dict[str, Any]) -> str:

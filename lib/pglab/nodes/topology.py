@@ -155,6 +155,7 @@ class Deployment:
         ws = self.workspace(host_name)
         node = Node(ws, name, self._port(host_name), self.inventory.entry(host_name).bindir,
                     on_start=self._starting, fixed=self._server_tls(host_name), hba_addresses=tuple(self.addresses))
+        self._core_left(node)  # refused before initdb
         node.init(settings)
         return self._emulate(node)
 
@@ -180,15 +181,22 @@ class Deployment:
                     self.disks[key] = disk
                 node.flush = self.disks[key]
             if e.core_per_node:
+                self._core_left(node)
                 given = self.cores_given.setdefault(node.host.name, [])
-                cores = emu.host_cores(node.host)
-                if len(given) >= cores:
-                    raise UserError(f"core_per_node: host {node.host.name} has {cores} cores, all given to nodes "
-                                    f"({', '.join(given)}); {node.name} would share one. Give it another host, or "
-                                    "set core_per_node: false")
                 node.cpus = str(len(given))
                 given.append(node.name)
         return node
+
+    def _core_left(self, node: Node) -> None:
+        """With a core per node, refuse a node its host has no core left for."""
+        if not (self.emulation and self.emulation.core_per_node):
+            return
+        given = self.cores_given.get(node.host.name, [])
+        cores = emu.host_cores(node.host)
+        if len(given) >= cores:
+            raise UserError(f"core_per_node: host {node.host.name} has {cores} cores, all given to nodes "
+                            f"({', '.join(given)}); {node.name} would share one. Give it another host, or set "
+                            "core_per_node: false")
 
     def set_flush(self, level: str | float) -> None:
         """Every emulated disk's flushes wait ``level`` from now on (no restart: the library reads it per flush)."""

@@ -30,8 +30,8 @@ from pydantic import (
     model_validator,
 )
 
+from pglab import emulated as emulation
 from pglab.errors import ParameterError
-from pglab.nodes import emulation
 from pglab.userfiles import kind, setting_problems, yaml_mapping
 
 M = TypeVar("M", bound=BaseModel)

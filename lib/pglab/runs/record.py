@@ -175,6 +175,8 @@ class RunRecord(Bookkeeping):
     systems: dict[str, dict[str, Any]] = {}
     resumes: list[dict[str, Any]] = []
     failed_points: list[str] = []
+    # the article's machine imitated (pglab.nodes.emulation, Deployment.emulated): levels asked and measured
+    emulation: dict[str, Any] = {}
 
 
 class PointMeta(_Open):
@@ -198,6 +200,8 @@ class PointMeta(_Open):
     copy_: PositiveInt | None = Field(None, alias="copy")  # 2: the block's second baseline (the A/A)
     kind: str | None = None
     clients: int | None = None
+    flush: str | None = None  # an emulated flush ladder's level the point ran at (its label) ...
+    flush_ms: float | None = None  # ... and its latency, 0 for this machine's own disk
     warmup_s: NonNegativeFloat | None = None  # the warm-up the analysis cuts from -P 1 progress
     steal: float | None = None
     steal_flag: bool | None = None

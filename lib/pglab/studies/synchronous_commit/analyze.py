@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pglab import emulated as emulation
 from pglab.analysis import claims, effects, hardware, placement, result, tables
 from pglab.analysis.effects import AA, BlockEffects
 from pglab.analysis.stats import median_interval
 from pglab.analysis.waits import fig_waits, wait_note, wait_shares
-from pglab.nodes import emulation
 from pglab.parsers.fsync import parse_pg_test_fsync
 from pglab.parsers.pgbench import parse_init
 from pglab.runs import record
