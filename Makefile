@@ -27,7 +27,8 @@ test: setup
 ## (the suite runs each at --tiny, so none breaks unseen; see the Benchmarks section of docs/testing.md)
 bench: setup
 	@failed=; for s in bench/parse_speed.py bench/parse_command.py bench/analyze_speed.py bench/tsbs_loader.py \
-	  bench/harness_overhead.py bench/wait_sampler_cost.py bench/lag_sampler_overhead.py bench/noise_levers.py bench/ledger_add.py bench/raw_size.py bench/allocation.py; do echo "== $$s"; python $$s || failed="$$failed $$s"; \
+	  bench/harness_overhead.py bench/wait_sampler_cost.py bench/lag_sampler_overhead.py bench/noise_levers.py bench/ledger_add.py bench/raw_size.py bench/allocation.py \
+	  bench/flush_emulation.py; do echo "== $$s"; python $$s || failed="$$failed $$s"; \
 	  done; if [ -n "$$failed" ]; then echo "goal not met or script failed:$$failed"; exit 1; fi
 
 ## make setup: Debian packages, .venv from requirements.lock, DVC, the nbstripout git filter

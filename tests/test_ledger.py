@@ -655,7 +655,7 @@ def test_a_ledger_of_schema_1_gains_the_columns_of_schema_2_when_opened(tmp_path
     path = tmp_path / "old.sqlite"
     con = sqlite3.connect(path)
     for table, (cols, key) in TABLES.items():
-        old = [c for c in cols if c not in ADDED[2].get(table, ())]
+        old = [c for c in cols if not any(c in ADDED[v].get(table, ()) for v in ADDED)]
         con.execute(f"CREATE TABLE {table} ({', '.join(old)}, PRIMARY KEY ({', '.join(key)}))")
     con.execute("INSERT INTO meta VALUES ('schema_version', '1')")
     con.execute("INSERT INTO claims (run_id, claim, reproduced, verdict) VALUES ('r', 'c', 1.5, 'held')")
@@ -663,7 +663,7 @@ def test_a_ledger_of_schema_1_gains_the_columns_of_schema_2_when_opened(tmp_path
     con.close()
     with Ledger(path) as ledger:
         assert ledger.query("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
-        assert ledger.query("SELECT reproduced, verdict, bound_low, here_verdict FROM claims") == [
-            (1.5, "held", None, None)]
+        assert ledger.query("SELECT reproduced, verdict, bound_low, here_verdict, emulated FROM claims") == [
+            (1.5, "held", None, None, None)]
     with Ledger(path) as ledger:  # opened again: nothing added twice
         assert ledger.query("SELECT count(*) FROM claims") == [(1,)]

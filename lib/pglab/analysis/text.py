@@ -65,6 +65,8 @@ def verdict_line(row: Mapping[str, object]) -> str:
     prop = row.get("depends_on")
     machine = (f" Depends on: {t(prop)}; here {t(row.get('here'))}; the article: "
                f"{t(row.get('article') or 'not given')}." if isinstance(prop, str) and prop else "")
+    under = row.get("emulated")
+    machine += f" Made under an emulation: {t(under)}." if isinstance(under, str) and under else ""
     note = row.get("note")
     settle = row.get("settle")
     note = "; ".join(x for x in (note, f"to settle it: {settle}" if isinstance(settle, str) and settle else "")

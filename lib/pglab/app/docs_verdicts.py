@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from pglab.analysis.tally import words as tally_words
 from pglab.analysis.text import verdict_line
 from pglab.app.summary import costs, published
 from pglab.runs import record
@@ -58,9 +59,7 @@ def block(study: str, root: Path) -> str:
     comparison = pd.read_csv(root / "data" / "derived" / study / "comparison.csv")
     hosts = manifest.get("hosts", {})
     first = next(iter(hosts.values()), {})
-    counts = comparison.verdict.value_counts()
-    tally = ", ".join(f"{int(counts[v])} {v}" for v in ("held", "did not hold", "not resolvable here",
-                                                        "not measurable here") if v in counts)
+    tally = tally_words(comparison)
     runs = published(root / "data" / "raw" / study)
     what = (f"A campaign of {len(runs)} runs (" + ", ".join(f"`{r['run_id']}`" for r in runs) + ")" if len(runs) > 1
             else f"Run `{manifest['run_id']}`")

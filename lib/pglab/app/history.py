@@ -84,6 +84,14 @@ def _pg(version: Any, family: Any) -> str:
     return f"PG {version}" + (f" ({family})" if isinstance(family, str) and family and family != "other" else "")
 
 
+def _builds(frame: pd.DataFrame) -> list[str]:
+    """Each row's PostgreSQL build, marked when the run imitated the article's machine (``emulation``): such a
+    run gets a marker of its own, never mistaken for one on this machine as it is."""
+    emulated = frame["emulation"] if "emulation" in frame else pd.Series([None] * len(frame), index=frame.index)
+    return [_pg(v, f) + (", emulated" if isinstance(e, str) and e else "")
+            for v, f, e in zip(frame.pg_version, frame.pg_family, emulated, strict=True)]
+
+
 def studies_of(runs: pd.DataFrame) -> list[str]:
     """The ledger's studies: pglab's five in their usual order, then any other name it holds, sorted."""
     held = {str(s) for s in runs.study.dropna()} if len(runs) else set()
@@ -140,7 +148,7 @@ def _style_of(runs: pd.DataFrame) -> tuple[dict[str, Any], dict[str, str], dict[
     names = machine_names(runs)
     colours = sns.color_palette("colorblind", max(len(names), 1))
     colour = {k: colours[i % len(colours)] for i, k in enumerate(names)}
-    builds = sorted({_pg(v, f) for v, f in zip(runs.pg_version, runs.pg_family, strict=True)})
+    builds = sorted(set(_builds(runs)))
     marker = {b: MARKERS[i % len(MARKERS)] for i, b in enumerate(builds)}
     return colour, marker, names
 
@@ -155,7 +163,7 @@ def claim_figure(rows: pd.DataFrame, order: pd.DataFrame, look: tuple[dict[str, 
     fig, ax = plt.subplots(figsize=(5.2, 3.4))
     tops = [0.0]
     rows = rows.assign(key=rows.machine_key.astype(str),
-                       build=[_pg(v, f) for v, f in zip(rows.pg_version, rows.pg_family, strict=True)])
+                       build=_builds(rows))
     for (key, build), g in rows.groupby(["key", "build"], sort=True):
         g = g[g.reproduced.notna()]
         if not len(g):
@@ -188,8 +196,7 @@ def _legend(fig: Any, order: pd.DataFrame, look: tuple[dict[str, Any], dict[str,
     from matplotlib.lines import Line2D
 
     colour, marker, names = look
-    seen = sorted({(str(k), _pg(v, f)) for k, v, f in zip(order.machine_key, order.pg_version, order.pg_family,
-                                                           strict=True)})
+    seen = sorted(set(zip(order.machine_key.astype(str), _builds(order), strict=True)))
     fig.legend([Line2D([], [], ls="", marker=marker[b], color=colour[k], ms=6) for k, b in seen],
                [f"{names[k]}, {b}" for k, b in seen], loc="outside lower center", ncol=2, fontsize=9, frameon=False)
 
@@ -204,9 +211,7 @@ def cost_figure(order: pd.DataFrame, look: tuple[dict[str, Any], dict[str, str],
     series = ((order.wall_s / 60, "wall time (min)"), (order.measuring_share * 100, "measuring (% of wall time)"),
               (order.own_cpu_s, "pglab's own CPU (s)"))
     for ax, (values, label) in zip(axes, series, strict=True):
-        for xi, v, key, build in zip(x, values, order.machine_key.astype(str),
-                                     [_pg(v, f) for v, f in zip(order.pg_version, order.pg_family, strict=True)],
-                                     strict=True):
+        for xi, v, key, build in zip(x, values, order.machine_key.astype(str), _builds(order), strict=True):
             if not pd.isna(v):
                 ax.plot([xi], [v], marker[build], color=colour[key], ms=6)
         top = values.max(skipna=True)
@@ -239,7 +244,7 @@ def _claim_table(rows: pd.DataFrame, order: pd.DataFrame, names: dict[str, str])
         interval = f" [{_num(r['ci_low'])}, {_num(r['ci_high'])}]" if not pd.isna(r["ci_low"]) else ""
         body.append(f"<tr class=\"{_KIND_CLASS[kind(r['verdict'])]}\"><td class=num>{number[r['run_id']]}</td>"
                     f"<td>{_date(r['started'])}</td><td><code>{_e(_short(r['run_id']))}</code></td>"
-                    f"<td>{names[str(r['machine_key'])]}</td><td>{_e(_pg(r['pg_version'], r['pg_family']))}</td>"
+                    f"<td>{names[str(r['machine_key'])]}</td><td>{_e(_builds(pd.DataFrame([r]))[0])}</td>"
                     f"<td class=num>{_num(r['reproduced'])}{interval}</td><td>{_e(r['verdict'])}</td>"
                     f"<td><code>{_e(_hash(r['dvc_hash']))}</code></td></tr>")
     return f"<div class=\"table\"><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
@@ -256,7 +261,7 @@ def _runs_table(order: pd.DataFrame, names: dict[str, str]) -> str:
         claims = str(int(r["n_claims"])) if r.get("analysed") and not pd.isna(r["n_claims"]) else "not analysed"
         body.append(f"<tr><td class=num>{i}</td><td>{_date(r['started'])}</td><td><code>{_e(_short(r['run_id']))}"
                     f"</code></td><td>{_e(r['profile'])}</td><td>{_e(r['status'])}</td>"
-                    f"<td>{names[str(r['machine_key'])]}</td><td>{_e(_pg(r['pg_version'], r['pg_family']))}</td>"
+                    f"<td>{names[str(r['machine_key'])]}</td><td>{_e(_builds(pd.DataFrame([r]))[0])}</td>"
                     f"<td class=num>{wall}</td><td class=num>{share}</td><td class=num>{_num(r['own_cpu_s'])}</td>"
                     f"<td>{claims}</td><td><code>{_e(_hash(r['dvc_hash']))}</code></td></tr>")
     return f"<div class=\"table\"><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
@@ -318,7 +323,7 @@ def opening(runs: pd.DataFrame, studies: list[str], names: dict[str, str]) -> st
     if not len(runs):
         return ("<p class=\"question\">The ledger holds no runs yet: <code>pglab ledger add</code> adds the "
                 "pipeline's runs, <code>pglab collect</code> each run it makes.</p>")
-    builds = sorted({_pg(v, f) for v, f in zip(runs.pg_version, runs.pg_family, strict=True)})
+    builds = sorted(set(_builds(runs)))
     when = [t for t in (_when(s) for s in runs.started) if not pd.isna(t)]
     span = f"from {min(when):%Y-%m-%d} to {max(when):%Y-%m-%d}" if when else "at unknown dates"
     n_m = len(names)
@@ -334,7 +339,7 @@ def opening(runs: pd.DataFrame, studies: list[str], names: dict[str, str]) -> st
     for key, name in names.items():
         mine = runs[runs.machine_key.astype(str) == key]
         label = mine.machine.dropna()
-        pgs = sorted({_pg(v, f) for v, f in zip(mine.pg_version, mine.pg_family, strict=True)})
+        pgs = sorted(set(_builds(mine)))
         body.append(f"<tr><td>{name}</td><td class=wrap>{_e(label.iloc[0] if len(label) else 'unknown machine')}</td>"
                     f"<td class=num>{len(mine)}</td><td>{_e(', '.join(pgs))}</td></tr>")
     out.append(f"<div class=\"table\"><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody>"

@@ -118,8 +118,9 @@ def _find(ledger: Ledger, run: str) -> str:
 
 def cmd_compare(a: argparse.Namespace, ledger: Ledger) -> int:
     """Per claim, every run's value and verdict, in groups of comparable runs (one machine class, one PostgreSQL
-    build, one profile): runs of different groups are shown apart, never pooled."""
+    build, one profile, one emulation): runs of different groups are shown apart, never pooled."""
     c = book.claims(ledger, a.study)
+    c["emulation"] = c["emulation"].fillna("")
     for col, want in (("machine_key", a.machine), ("pg_version", a.pg), ("profile", a.profile)):
         if want:
             c = c[c[col].astype(str) == want]
@@ -129,11 +130,12 @@ def cmd_compare(a: argparse.Namespace, ledger: Ledger) -> int:
     if c.empty:
         raise UserError(f"no analysed run of {a.study} in {ledger.shown} matches; `pglab ledger list --study "
                         f"{a.study}` shows what it holds")
-    groups = c.groupby(["machine_key", "pg_version", "pg_family", "profile"], dropna=False, sort=False)
-    for (key, version, family, profile), g in groups:
+    groups = c.groupby(["machine_key", "pg_version", "pg_family", "profile", "emulation"], dropna=False, sort=False)
+    for (key, version, family, profile, emulated), g in groups:
         ids = list(dict.fromkeys(g["run_id"]))
         print(f"== {len(ids)} run{'s' if len(ids) != 1 else ''} of {a.study}, profile {profile}, PostgreSQL "
-              f"{version} ({family}), machine {key}: {g['machine'].iloc[0]}")
+              f"{version} ({family}), machine {key}: {g['machine'].iloc[0]}"
+              + (f"; emulated: {emulated}" if emulated else ""))
         frames = {rid: g[g["run_id"] == rid] for rid in ids}
         table = spread_table(frames)
         for i, rid in enumerate(ids, 1):
@@ -143,8 +145,8 @@ def cmd_compare(a: argparse.Namespace, ledger: Ledger) -> int:
         print(", ".join(f"{counts.get(k, 0)} {k}" for k in (STABLE, MIXED, OPPOSITE)) + " (verdicts over the runs)")
         print(decided_over(frames, g))
     if groups.ngroups > 1:
-        print(f"{groups.ngroups} groups of runs that differ in machine, PostgreSQL build or profile: compared "
-              "side by side, never pooled")
+        print(f"{groups.ngroups} groups of runs that differ in machine, PostgreSQL build, profile or emulation: "
+              "compared side by side, never pooled")
     return 0
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from pglab.analysis import over_runs, placement
+from pglab.analysis import over_runs, placement, tally
 from pglab.analysis.stats import interval_words
 from pglab.analysis.text import count
 from pglab.app import report_notebook
@@ -79,7 +79,20 @@ LEGEND = ("<p class=\"meta\"><span class=\"held\">held</span>: the 95% interval 
           "resolvable here</span>: neither yet (the report says what would settle it). <span class=\"na\">not "
           "measurable here</span>: this run lacked what the claim needs, or this machine differs from the "
           "article's in what the claim depends on (the verdict it would give here is kept apart, never "
-          "counted).</p>")
+          "counted). A verdict marked <i>under an emulation</i> was made with that property of the article's "
+          "machine imitated and measured (docs/emulation.md), and is counted apart.</p>")
+
+
+def emulation_html(manifest: dict[str, Any]) -> str:
+    """What the run imitated of the article's machine, as asked and as measured (``pglab.nodes.emulation``)."""
+    e = manifest.get("emulation") or {}
+    if not e:
+        return ""
+    disks = "; ".join(f"{html.escape(', '.join(d.get('nodes') or []))}: {html.escape(str(d.get('measured', '')))}"
+                      for d in (e.get("disks") or {}).values())
+    return (f"<p><b>Emulated:</b> {html.escape(str(e.get('said', '')))}"
+            + (f". Flush levels measured before the run (pglab-flushprobe, fdatasync/s): {disks}" if disks else "")
+            + ". One machine all the same: memory, kernel and the real disk are shared.</p>")
 
 
 def question(study: str) -> str:
@@ -133,7 +146,9 @@ def verdict_rows(comparison: pd.DataFrame, facts: str) -> list[dict[str, str]]:
             "article": _num(c.get("published")),
             "reproduced": f"{_num(c.get('reproduced'))}{interval}<br><small>{html.escape(words)}</small>",
             "rule": html.escape(_text(c.get("rule", c.get("tested")))),
-            "verdict": html.escape(str(c["verdict"])),
+            "verdict": html.escape(str(c["verdict"])) + (
+                f"<br><small>under an emulation: {html.escape(tally.emulated(c))}</small>" if tally.emulated(c)
+                else ""),
             "depends on": machine,
             "evidence": html.escape("; ".join(x for x in (_text(c.get("note")), *extra) if x)),
         })
@@ -217,7 +232,7 @@ def study_html(study: str, nb: Notebook, comparison: pd.DataFrame, manifest: dic
            "(no verdict while baseline / baseline excludes 1); the study's docs page states every rule and margin. "
            f"{runs_sentence(comparison, manifest)}</p>", LEGEND,
            "<h2 id=\"where\">Where it ran</h2>",
-           f"<p>{html.escape(placement.summary(manifest))}</p>",
+           f"<p>{html.escape(placement.summary(manifest))}</p>", emulation_html(manifest),
            "<p class=\"meta\">" + " | ".join(f"{k}: {html.escape(v)}" for k, v in run.items()) + "</p>"]
     figures = [f for s in nb.sections for f in s.figures]
     out.append("<h2 id=\"figures\">Figures</h2>")
@@ -267,26 +282,38 @@ def write_study(study: str, root: Path) -> Path:
     return out
 
 
+def _counts(verdicts: pd.Series) -> str:
+    return "<br>".join(f"<span class=\"{_VERDICT_CLASS.get(str(v), '')}\">{int(n)} {html.escape(str(v))}</span>"
+                       for v, n in sorted(verdicts.items()))
+
+
 def index_html(root: Path) -> str:
     """The five studies: their verdicts counted, run ids, machine, PostgreSQL version, date, links."""
     rows = []
     for study in STUDIES:
         manifest = record.read(root / "data" / "raw" / study, study)
-        verdicts = pd.read_csv(root / "data" / "derived" / study / "comparison.csv").verdict.value_counts()
+        own, under = tally.split(pd.read_csv(root / "data" / "derived" / study / "comparison.csv"))
         run = run_facts(manifest)
-        counts = "<br>".join(f"<span class=\"{_VERDICT_CLASS.get(str(v), '')}\">{int(n)} {html.escape(str(v))}</span>"
-                             for v, n in sorted(verdicts.items()))
+        counts = _counts(own.value_counts()) + (f"<br><small>under an emulated machine property:</small><br>"
+                                                f"{_counts(under.value_counts())}" if len(under) else "")
         rows.append({"study": f"<a href=\"{study}.html\">{html.escape(study)}</a>",
                      "question": html.escape(question(study)), "verdicts": counts,
                      **{k: html.escape(run[k]) for k in ("run", "profile", "date", "postgres", "machine")}})
     cols = ("study", "question", "verdicts", "run", "profile", "date", "postgres", "machine")
-    total = pd.concat([pd.read_csv(root / "data" / "derived" / s / "comparison.csv").verdict for s in STUDIES])
-    tally = ", ".join(f"<span class=\"{_VERDICT_CLASS[v]}\">{int((total == v).sum())} {html.escape(v)}</span>"
-                      for v in _VERDICT_CLASS)
+    both = [tally.split(pd.read_csv(root / "data" / "derived" / s / "comparison.csv")) for s in STUDIES]
+    total, under = pd.concat([b[0] for b in both]), pd.concat([b[1] for b in both])
+    counted = ", ".join(f"<span class=\"{_VERDICT_CLASS[v]}\">{int((total == v).sum())} {html.escape(v)}</span>"
+                        for v in _VERDICT_CLASS)
+    if len(under):
+        counted += ("; and, made with the article's machine imitated (an emulated disk flush or a core per node, "
+                    "measured; counted apart): " + ", ".join(
+                        f"<span class=\"{_VERDICT_CLASS[v]}\">{int((under == v).sum())} {html.escape(v)}</span>"
+                        for v in _VERDICT_CLASS if (under == v).any()))
     body = ("<h1>pglab: five PostgreSQL deployment studies, reproduced</h1>"
             "<p class=\"question\">Each study re-runs a published benchmark on this machine and says, claim by "
             "claim, whether the article's number held here. Open a study for its verdict table, figures and "
-            "details.</p>" + f"<p><b>All {len(total)} claims:</b> {tally}.</p>" + _table(rows, cols, "index")
+            "details.</p>" + f"<p><b>All {len(total) + len(under)} claims:</b> {counted}.</p>"
+            + _table(rows, cols, "index")
             + LEGEND
             + "<p class=\"meta\">Every run so far, claim by claim: <a href=\"history.html\">history.html</a> "
             "(<code>python -m pglab.app.history</code> writes it from the ledger).</p>")

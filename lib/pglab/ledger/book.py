@@ -162,7 +162,8 @@ def claims(ledger: Ledger, study: str | None = None) -> pd.DataFrame:
     machine and PostgreSQL build, oldest run first."""
     where = "WHERE r.study = ?" if study else ""
     return frame(ledger, "SELECT r.study, c.*, r.profile, r.started, r.status, r.machine_key, m.label AS machine, "
-                         "r.pg_version, r.pg_family, r.git_revision, r.dvc_hash FROM claims c JOIN runs r USING "
+                         "r.pg_version, r.pg_family, r.git_revision, r.dvc_hash, r.emulation FROM claims c JOIN runs "
+                         "r USING "
                          f"(run_id) LEFT JOIN machines m USING (machine_key) {where} ORDER BY r.started, r.run_id, "
                          "c.claim", (study,) if study else ())
 

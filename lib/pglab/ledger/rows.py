@@ -30,7 +30,7 @@ POINT_COLUMNS = {"point": "point", "kind": "kind", "block": "block", "group": "g
                  "window_s": "window_s", "stalls": "stalls", "failed": "failed"}
 CLAIM_COLUMNS = ("claim", "published", "reproduced", "ci_low", "ci_high", "coverage", "blocks", "verdict", "rule",
                  "aa_median", "aa_low", "aa_high", "aa_blocks", "noise_floor", "stopped", "note", "bound_low",
-                 "bound_high", "here_verdict")
+                 "bound_high", "here_verdict", "emulated")
 
 
 def _clean(value: Any) -> Any:
@@ -108,7 +108,8 @@ def run(manifest: dict[str, Any], dvc_hash: str | None = None) -> dict[str, Any]
             "git_revision": manifest.get("git_revision"), "dvc_hash": dvc_hash,
             "machine_key": machine(manifest)["machine_key"], "hostname": host.get("hostname"),
             "pg_version": version, "pg_family": family,
-            "record_format": written(manifest), "parameters": _canonical(params)}  # as written, before a migration
+            "record_format": written(manifest), "parameters": _canonical(params),  # as written, before a migration
+            "emulation": str((manifest.get("emulation") or {}).get("said") or "")}  # '' on the machine as it is
 
 
 def points(run_id: str, derived: Path) -> list[dict[str, Any]]:

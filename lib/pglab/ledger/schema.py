@@ -6,10 +6,13 @@ would round the numbers and break parity). JSON is kept as TEXT: both engines re
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: version -> the columns it added, by table (``backend`` adds them to an older ledger when it opens it)
 ADDED: dict[int, dict[str, tuple[str, ...]]] = {
     2: {"claims": ("bound_low", "bound_high", "here_verdict")},  # a verdict over runs needs the rule's region
+    # the article's machine imitated (pglab.nodes.emulation): runs of another emulation are never pooled, and a
+    # verdict made under one is counted apart
+    3: {"runs": ("emulation",), "claims": ("emulated",)},
 }
 
 #: table -> (columns in order, primary key)
@@ -19,14 +22,15 @@ TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
                   "facts"), ("machine_key",)),
     "runs": (("run_id", "study", "profile", "status", "started", "ended", "wall_s", "measured_s",
               "measuring_share", "own_cpu_s", "seed", "blocks", "points_total", "points_failed", "git_revision",
-              "dvc_hash", "machine_key", "hostname", "pg_version", "pg_family", "record_format", "parameters"),
+              "dvc_hash", "machine_key", "hostname", "pg_version", "pg_family", "record_format", "parameters",
+              "emulation"),
              ("run_id",)),
     "analyses": (("run_id", "digest", "analysed_at", "code_revision", "n_points", "n_claims"), ("run_id",)),
     "points": (("run_id", "point", "kind", "block", "grp", "config", "copy", "clients", "tps", "latency_avg_ms",
                 "window_s", "stalls", "failed", "extra"), ("run_id", "point")),
     "claims": (("run_id", "claim", "published", "reproduced", "ci_low", "ci_high", "coverage", "blocks", "verdict",
                 "rule", "aa_median", "aa_low", "aa_high", "aa_blocks", "noise_floor", "stopped", "note", "bound_low",
-                "bound_high", "here_verdict"), ("run_id", "claim")),
+                "bound_high", "here_verdict", "emulated"), ("run_id", "claim")),
 }
 
 REAL = {"wall_s", "measured_s", "measuring_share", "own_cpu_s", "mem_gib", "tps", "latency_avg_ms", "window_s",
