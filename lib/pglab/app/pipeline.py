@@ -163,6 +163,9 @@ def params_item(path: Path) -> dict[str, str]:
     return {"profile": data["profile"], "inventory": data["inventory"]}
 
 FIRST_LOOK = "lib/pglab/workloads/adaptive.py"
+#: the flush emulation's C sources (``make setup`` builds them into /usr/local/lib/pglab): a run under an emulated
+#: disk measures what they make, so an edit to them re-runs every collect stage, as an edit to its Python does
+NATIVE = ("native/pglab_flush.c", "native/flushprobe.c")
 
 
 def collect_stage() -> list[str]:
@@ -180,8 +183,9 @@ def collect_stage() -> list[str]:
         out += [f"        {k}: {q(v)}" + (f"  # {PAD_NOTE}" if i == len(extra[s]) else "")
                 for i, (k, v) in enumerate(zip(slots, values[s], strict=True))]
     out += ["    do:", f"      cmd: python -m pglab.app.collect {KEY}",
-            "      deps:  # exactly the files `python -m pglab.app.collect <study>` imports (tests/test_dvc_deps.py)",
-            *lines(8, [*common, *(f"${{item.{k}}}" for k in slots)]),
+            "      deps:  # exactly the files `python -m pglab.app.collect <study>` imports (tests/test_dvc_deps.py),",
+            "        # and the flush emulation's sources (native/: what `make setup` builds and a run may preload)",
+            *lines(8, [*common, *(f"${{item.{k}}}" for k in slots), *NATIVE]),
             "      params:", f"        - params/{KEY}.yaml:", *(f"            - {k}" for k in TRACKED),
             "        - ${item.inventory}:",
             "      outs:", f"        - data/raw/{KEY}"]
