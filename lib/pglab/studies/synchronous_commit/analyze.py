@@ -53,18 +53,22 @@ class Analysis(result.Analysis):
                 "flush_ladder.csv": self.ladder}
 
 
-LADDER_COLUMNS = ["flush", "flush_ms", "level", "blocks", "median", "ci_low", "ci_high", "tps_median"]
+LADDER_COLUMNS = ["flush", "flush_ms", "flush_ops_s", "level", "blocks", "median", "ci_low", "ci_high", "tps_median"]
 
 
-def judged_writes(writes: pd.DataFrame, baseline: str, par: Params) -> tuple[pd.DataFrame, pd.DataFrame]:
+def judged_writes(writes: pd.DataFrame, baseline: str, par: Params,
+                  manifest: dict[str, Any] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(the write points the claims are judged on, the flush ladder). With an emulated flush ladder
     (``emulate.flush_latency_ms``) the claims are judged at its last level, the article's disk; the ladder table
     gives every level's ratio to ``on`` at each flush level (geometric mean over the run's client counts per
-    block, then the median over blocks with its interval): how each ratio moves from this disk to the article's."""
+    block, then the median over blocks with its interval): how each ratio moves from this disk to the article's;
+    ``flush_ops_s``: the primary's disk at that level as measured before the run (``emulation`` in the manifest)."""
     if "flush_ms" not in writes or writes.flush_ms.isna().all():
         return writes, pd.DataFrame(columns=LADDER_COLUMNS)
     judged = round(emulation.latency_ms(par.judged_flush()), 3) if par.judged_flush() is not None \
         else writes.flush_ms.max()
+    disks = ((manifest or {}).get("emulation") or {}).get("disks") or {}
+    rates = next((d.get("levels") or {} for d in disks.values() if "primary" in (d.get("nodes") or [])), {})
     rows = []
     for (flush, ms), w in writes.groupby(["flush", "flush_ms"], sort=False):
         r = effects.block_ratios(w, baseline, by=["group", "clients"], value="tps")
@@ -73,7 +77,8 @@ def judged_writes(writes: pd.DataFrame, baseline: str, par: Params) -> tuple[pd.
         for level in per_block.columns:
             x = per_block[level].dropna().to_numpy()
             med, lo, hi, _ = median_interval(x)
-            rows.append({"flush": flush, "flush_ms": ms, "level": level, "blocks": len(x), "median": round(med, 4),
+            rows.append({"flush": flush, "flush_ms": ms, "flush_ops_s": (rates.get(flush) or {}).get("measured_ops_s"),
+                         "level": level, "blocks": len(x), "median": round(med, 4),
                          "ci_low": round(lo, 4), "ci_high": round(hi, 4),
                          "tps_median": round(float(tps.get(level, np.nan)), 1)})
     ladder = pd.DataFrame(rows, columns=LADDER_COLUMNS).sort_values(["flush_ms", "level"], ignore_index=True)
@@ -184,7 +189,7 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     manifest, points, failed = result.read_run(run_dir, nodes={"write": "primary", "read": "standby"})
     par = record.parameters(manifest, Params)
     baseline = record.baseline(manifest, par.baseline)
-    writes, ladder = judged_writes(points[points.kind == "write"], baseline, par)
+    writes, ladder = judged_writes(points[points.kind == "write"], baseline, par, manifest)
     ratios = effects.block_ratios(writes, baseline, by=["group", "clients"], value="tps")
     summary = effects.summarise(ratios, by=["clients", "config"]).rename(columns={"config": "level"})
     tps = tables.tps_summary(writes, ["clients", "config"]).rename(columns={"config": "level"})

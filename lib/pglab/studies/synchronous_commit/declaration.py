@@ -10,8 +10,10 @@ DECLARATION = Study(
     article=("002: PostgreSQL streaming replication, part 3: performance compared by replication configuration "
              "(a Japanese company's technical blog, 2014)"),
     tables={"fsync.csv": "pg_test_fsync's operations per second by section and method: the disk's flush rate",
-            "latency.csv": "the writes' per-transaction latency by level and client count"},
-    figures=("published_vs_reproduced", "ratio_to_on", "standby_reads", "tps_by_clients", "waits"),
+            "latency.csv": "the writes' per-transaction latency by level and client count",
+            "flush_ladder.csv": "each level's ratio to on at each emulated flush latency (docs/emulation.md), with "
+                                "the flush rate each latency was measured at"},
+    figures=("published_vs_reproduced", "ratio_to_on", "standby_reads", "tps_by_clients", "waits", "flush_ladder"),
     plots=(Plot(name="synchronous_commit_ratio_to_on", title="synchronous_commit: tps / tps(on) by level",
                 x="clients", x_label="pgbench clients", y_label="tps relative to synchronous_commit = on",
                 y=("on", "remote_apply", "remote_write", "local", "off")),),

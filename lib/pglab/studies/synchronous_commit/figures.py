@@ -98,6 +98,7 @@ def fig_flush_ladder(ladder: pd.DataFrame, published: dict[str, float], out: Pat
     (``analyze.judged_writes``); the article's values marked at its disk, the last level."""
     lad = ladder[ladder.level.isin(["off", "local", "remote_write"])].dropna(subset=["median"])
     steps = list(dict.fromkeys(ladder.sort_values("flush_ms").flush))
+    rates = ladder.groupby("flush").flush_ops_s.first() if "flush_ops_s" in ladder else pd.Series(dtype=float)
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     for k, lvl in enumerate(["off", "local", "remote_write"]):
         g = lad[lad.level == lvl].set_index("flush").reindex(steps)
@@ -107,7 +108,8 @@ def fig_flush_ladder(ladder: pd.DataFrame, published: dict[str, float], out: Pat
         if lvl in published and not math.isnan(published[lvl]):
             ax.scatter([len(steps) - 1 + 0.25], [published[lvl]], marker="*", s=140, color=PALETTE[lvl],
                        edgecolor="black", zorder=5, label=f"{lvl} / on, the article ({published[lvl]:.3g})")
-    ax.set_xticks(range(len(steps)), [s.replace(" (", "\n(") for s in steps])
+    ax.set_xticks(range(len(steps)), [s.replace(" (", "\n(") + (f"\n{rates[s]:,.0f} flushes/s measured"
+                                      if s in rates and not pd.isna(rates[s]) else "") for s in steps])
     ax.set_yscale("log")
     figures.plain_log(ax.yaxis)
     ax.axhline(1.0, color="grey", lw=0.8)
