@@ -170,3 +170,14 @@ def test_the_ladder_judges_the_last_level_and_shows_every_one() -> None:
     plain = validate(ScParams, SC, "sc")
     same, none = sc_analyze.judged_writes(writes.drop(columns=["flush", "flush_ms"]), "on", plain)
     assert len(same) == len(writes) and none.empty
+
+
+def test_pglab_emulation_measures_each_level_and_names_a_bad_one() -> None:
+    cli = [sys.executable, "-m", "pglab.app.cli", "emulation"]
+    bad = subprocess.run([*cli, "hdd_9000"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "hdd_9000" in bad.stderr and "not a preset" in bad.stderr
+    ok = subprocess.run([*cli, "4"], capture_output=True, text=True, timeout=60)
+    assert ok.returncode in (0, 1), ok.stderr  # 1: not within 10% (under the suite's load), said so
+    row = next(line for line in ok.stdout.splitlines() if line.startswith("4 ms"))
+    assert float(row.split()[2]) == 250.0 and 0 < float(row.split()[3]) <= 252  # names 250/s; never faster
+    assert "within 10% of the rate each level names" in ok.stdout

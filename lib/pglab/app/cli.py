@@ -233,7 +233,7 @@ def build_parser(only_parse: bool = False) -> argparse.ArgumentParser:
     others need (the collect arguments' module loads the inventory's pydantic models: 0.2 s of a
     ``pglab parse`` that takes 0.5 s on a 256 MB log)."""
     ap = argparse.ArgumentParser(prog="pglab", description="pglab: reproducible PostgreSQL deployment benchmarks "
-                                 "(collect, analyze, compare, spread, ledger, parse, check, cleanup, lab)")
+                                 "(collect, analyze, compare, spread, ledger, emulation, parse, check, cleanup, lab)")
     ap.add_argument("--version", action="version", version=f"pglab {_version()}")
     sub = ap.add_subparsers(dest="command", required=True)
     if only_parse:
@@ -281,6 +281,9 @@ def build_parser(only_parse: bool = False) -> argparse.ArgumentParser:
     from pglab.app.ledger_cli import add_parser as add_ledger
 
     add_ledger(sub, DATA_ROOT_HELP, REFERENCE_HELP)
+    from pglab.app.emulation_cli import add_parser as add_emulation
+
+    add_emulation(sub)
     k = sub.add_parser("check", help="preflight: binaries, hosts, host keys, ports, study parameters")
     k.add_argument("studies", nargs="*", default=list(STUDIES), help="studies to check (default: all five)")
     k.add_argument("--inventory", default="params/hosts.yaml", help=INVENTORY_HELP)
