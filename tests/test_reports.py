@@ -146,10 +146,12 @@ def test_intervals_are_said_in_words(method: str, blocks: int, words: str) -> No
     assert report.interval_words(method, blocks) == words
 
 
-def test_the_headline_metrics_are_the_same_nine_keys_for_every_study() -> None:
+def test_the_headline_metrics_are_the_same_ten_keys_for_every_study() -> None:
     """`dvc metrics show` lists one row per study: the same short keys keep it within 120 columns."""
     from pglab.analysis.result import headline
 
     h = headline(COMPARISON, MANIFEST)
-    assert h == {"run": "abcdef", "held": 0, "not_held": 0, "open": 1, "n_a": 1, "floor": 0.18,
+    assert h == {"run": "abcdef", "held": 0, "not_held": 0, "open": 1, "n_a": 1, "emulated": 0, "floor": 0.18,
                  "ratio": 1.29, "low": 1.12, "high": 1.49}
+    under = headline(COMPARISON.assign(emulated=["emulated flush hdd_7200 (8.33 ms) on primary", ""]), MANIFEST)
+    assert (under["emulated"], under["open"] + under["n_a"]) == (1, 1)  # counted apart, not twice

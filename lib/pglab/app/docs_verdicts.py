@@ -35,7 +35,8 @@ RUNS_PAGES = ("README.md", "docs/results.md")  # each holds the markers where th
 def runs_table(root: Path) -> str:
     """One row per shipped run: ``dvc metrics show``'s keys, then the collect's wall time, the share of it
     spent measuring and pglab's own CPU (goals 85% and at most 0.5% at quick)."""
-    head = ["study", "run", "held", "not_held", "open", "n_a", "ratio [low, high]", "floor", "profile, taken",
+    head = ["study", "run", "held", "not_held", "open", "n_a", "emulated", "ratio [low, high]", "floor",
+            "profile, taken",
             "collect wall time", "measuring", "pglab's own CPU"]
     lines = [RUNS_BEGIN, "", "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for study in STUDIES:
@@ -44,7 +45,8 @@ def runs_table(root: Path) -> str:
         ratio = f"{m['ratio']:g} [{m['low']:g}, {m['high']:g}]" if isinstance(m.get("ratio"), float) else "-"
         runs = published(root / "data" / "raw" / study)
         wall, share, cpu = costs(*runs)
-        cells = [study, m["run"], m["held"], m["not_held"], m["open"], m["n_a"], ratio, f"{m['floor']:g}",
+        cells = [study, m["run"], m["held"], m["not_held"], m["open"], m["n_a"], m.get("emulated", 0), ratio,
+                 f"{m['floor']:g}",
                  f"{manifest.get('profile')}" + (f" ({len(runs)} runs)" if len(runs) > 1 else "")
                  + f", {str(manifest.get('start', ''))[:10]}",
                  f"{wall:.0f} s", "-" if share is None else f"{share:.0%}",

@@ -223,7 +223,7 @@ def analyze_stage() -> list[str]:
             *lines(8, [f"data/raw/{KEY}", "data/reference", f"notebooks/{KEY}.ipynb", *common,
                        *(f"${{item.{k}}}" for k in slots)]),
             "      outs:", *lines(8, outs),
-            "      metrics:  # the same nine short keys for every study (analysis/result.py headline)",
+            "      metrics:  # the same ten short keys for every study (analysis/result.py headline)",
             f"        - data/metrics/{KEY}.json:", "            cache: false"]
     return out
 
