@@ -5,10 +5,11 @@ flush (about 120 a second, where a virtual disk does 4,000-12,000) or a machine 
 on one machine, and then the claims are judged like for like, under a property that is stated and measured:
 
 - **Flush latency.** ``native/pglab_flush.c``, preloaded into a node's server (``LD_PRELOAD``), makes every
-  fsync, fdatasync and O_SYNC/O_DSYNC write wait the emulated latency, then do the real call, one at a time per
-  emulated disk (an exclusive flock on the disk's control file, which every process of the node shares, and
-  every node of a host with ``one_disk``). The latency is read from the control file at every flush, so a run
-  changes it between points without restarting a server (synchronous_commit's flush ladder). Each level is
+  fsync, fdatasync and O_SYNC/O_DSYNC write do the real call and return once the emulated latency has passed
+  since it began, one at a time per emulated disk (an exclusive flock on the disk's control file, which every
+  process of the node shares, and every node of a host with ``one_disk``). The latency is read from the control
+  file at every flush, so a run changes it between points without restarting a server (synchronous_commit's
+  flush ladder). Each level is
   measured before the run (``probe``: ``pglab-flushprobe``'s fdatasync loop, with and without the library),
   and the run records the rate it got and the emulation's CPU per flush beside the latency it asked for.
 - **A core per node.** ``taskset -c`` on the node's ``pg_ctl start`` (the postmaster and every backend inherit
