@@ -58,15 +58,16 @@ VERDICT_KEYS = {"held": "held", "did not hold": "not_held", "not resolvable here
 def headline(comparison: pd.DataFrame, manifest: dict[str, Any]) -> dict[str, Any]:
     """``<data root>/metrics/<study>.json``, what `dvc metrics show` and `dvc exp show` list: the same ten
     keys for every study. The run (its id's random suffix), the verdicts counted on this machine as it is, how
-    many were made under an emulated machine property (counted apart: ``analysis.tally``), the noise floor, and
-    the study's first claim (its headline, named in its docs page) as ratio with its interval. The full numbers
-    are in ``details.json`` and the derived tables."""
+    many were made under an emulated machine property (``emu``, counted apart: ``analysis.tally``), the noise
+    floor (3 decimals), and the study's first claim (its headline, named in its docs page) as ratio with its
+    interval. The full numbers are in ``details.json`` and the derived tables."""
     own, under = tally.split(comparison)
     counts = own.value_counts()
     out: dict[str, Any] = {"run": str(manifest["run_id"]).rsplit("-", 1)[-1]}
     out.update({key: int(counts.get(verdict, 0)) for verdict, key in VERDICT_KEYS.items()})
-    out["emulated"] = len(under)
-    out["floor"] = verdicts_noise_floor(comparison)
+    out["emu"] = len(under)  # short: `dvc metrics show` stays within 120 columns
+    floor = verdicts_noise_floor(comparison)
+    out["floor"] = None if floor is None else round(floor, 3)
     first = comparison.dropna(subset=["reproduced"]).head(1).to_dict("records")
     for key, col in (("ratio", "reproduced"), ("low", "ci_low"), ("high", "ci_high")):
         value = first[0].get(col) if first else None

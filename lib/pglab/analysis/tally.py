@@ -22,8 +22,8 @@ def emulated(row: Mapping[str, object]) -> str:
 
 def split(comparison: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     """(the verdicts on this machine as it is, the verdicts under an emulated property)."""
-    under = comparison["emulated"].fillna("").astype(str).str.len() > 0 if "emulated" in comparison \
-        else pd.Series(False, index=comparison.index)
+    under = comparison["emulated"].map(lambda v: isinstance(v, str) and bool(v)).astype(bool) \
+        if "emulated" in comparison else pd.Series(False, index=comparison.index)
     return comparison.verdict[~under], comparison.verdict[under]
 
 

@@ -35,7 +35,7 @@ RUNS_PAGES = ("README.md", "docs/results.md")  # each holds the markers where th
 def runs_table(root: Path) -> str:
     """One row per shipped run: ``dvc metrics show``'s keys, then the collect's wall time, the share of it
     spent measuring and pglab's own CPU (goals 85% and at most 0.5% at quick)."""
-    head = ["study", "run", "held", "not_held", "open", "n_a", "emulated", "ratio [low, high]", "floor",
+    head = ["study", "run", "held", "not_held", "open", "n_a", "emu", "ratio [low, high]", "floor",
             "profile, taken",
             "collect wall time", "measuring", "pglab's own CPU"]
     lines = [RUNS_BEGIN, "", "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
@@ -45,7 +45,7 @@ def runs_table(root: Path) -> str:
         ratio = f"{m['ratio']:g} [{m['low']:g}, {m['high']:g}]" if isinstance(m.get("ratio"), float) else "-"
         runs = published(root / "data" / "raw" / study)
         wall, share, cpu = costs(*runs)
-        cells = [study, m["run"], m["held"], m["not_held"], m["open"], m["n_a"], m.get("emulated", 0), ratio,
+        cells = [study, m["run"], m["held"], m["not_held"], m["open"], m["n_a"], m.get("emu", 0), ratio,
                  f"{m['floor']:g}",
                  f"{manifest.get('profile')}" + (f" ({len(runs)} runs)" if len(runs) > 1 else "")
                  + f", {str(manifest.get('start', ''))[:10]}",

@@ -88,7 +88,7 @@ def _builds(frame: pd.DataFrame) -> list[str]:
     """Each row's PostgreSQL build, marked when the run imitated the article's machine (``emulation``): such a
     run gets a marker of its own, never mistaken for one on this machine as it is."""
     emulated = frame["emulation"] if "emulation" in frame else pd.Series([None] * len(frame), index=frame.index)
-    return [_pg(v, f) + (", emulated" if isinstance(e, str) and e else "")
+    return [_pg(v, f) + (" emulated" if isinstance(e, str) and e else "")
             for v, f, e in zip(frame.pg_version, frame.pg_family, emulated, strict=True)]
 
 
@@ -323,7 +323,7 @@ def opening(runs: pd.DataFrame, studies: list[str], names: dict[str, str]) -> st
     if not len(runs):
         return ("<p class=\"question\">The ledger holds no runs yet: <code>pglab ledger add</code> adds the "
                 "pipeline's runs, <code>pglab collect</code> each run it makes.</p>")
-    builds = sorted(set(_builds(runs)))
+    builds = sorted({_pg(v, f) for v, f in zip(runs.pg_version, runs.pg_family, strict=True)})
     when = [t for t in (_when(s) for s in runs.started) if not pd.isna(t)]
     span = f"from {min(when):%Y-%m-%d} to {max(when):%Y-%m-%d}" if when else "at unknown dates"
     n_m = len(names)
@@ -339,7 +339,7 @@ def opening(runs: pd.DataFrame, studies: list[str], names: dict[str, str]) -> st
     for key, name in names.items():
         mine = runs[runs.machine_key.astype(str) == key]
         label = mine.machine.dropna()
-        pgs = sorted(set(_builds(mine)))
+        pgs = sorted({_pg(v, f) for v, f in zip(mine.pg_version, mine.pg_family, strict=True)})
         body.append(f"<tr><td>{name}</td><td class=wrap>{_e(label.iloc[0] if len(label) else 'unknown machine')}</td>"
                     f"<td class=num>{len(mine)}</td><td>{_e(', '.join(pgs))}</td></tr>")
     out.append(f"<div class=\"table\"><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody>"

@@ -146,10 +146,9 @@ def verdict_rows(comparison: pd.DataFrame, facts: str) -> list[dict[str, str]]:
             "article": _num(c.get("published")),
             "reproduced": f"{_num(c.get('reproduced'))}{interval}<br><small>{html.escape(words)}</small>",
             "rule": html.escape(_text(c.get("rule", c.get("tested")))),
-            "verdict": html.escape(str(c["verdict"])) + (
-                f"<br><small>under an emulation: {html.escape(tally.emulated(c))}</small>" if tally.emulated(c)
-                else ""),
-            "depends on": machine,
+            "verdict": html.escape(str(c["verdict"])),
+            "depends on": machine + ("<br><small><b>made under an emulation</b>, counted apart: "
+                                     f"{html.escape(tally.emulated(c))}</small>" if tally.emulated(c) else ""),
             "evidence": html.escape("; ".join(x for x in (_text(c.get("note")), *extra) if x)),
         })
     return rows

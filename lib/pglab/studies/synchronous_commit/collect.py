@@ -20,7 +20,7 @@ from pglab.errors import ProcessError
 from pglab.hosts.inventory import Inventory
 from pglab.nodes import emulation, topology
 from pglab.nodes.node import Node
-from pglab.runs import preflight, tools
+from pglab.runs import preflight, record, tools
 from pglab.runs.opening import Plan, study_run
 from pglab.runs.session import Session
 from pglab.runs.store import Point, RunStore
@@ -56,9 +56,14 @@ def write_block(p: Params, block: int, levels: set[str]) -> list[Planned]:
 def interim_per_block(run_dir: Path, baseline: str) -> pd.DataFrame:
     """block x level: the geometric mean over client counts of tps(level) / tps(baseline), and of the baseline's
     second copy over its first (column ``A/A``); each point's tps in its measured window as the analysis reads
-    it (``measured_points``), steal-flagged points left out (``effects.block_ratios``)."""
-    pts = pd.DataFrame(measured_points(run_dir, "write-*", ("clients",)),
-                       columns=["block", "clients", "config", "copy", "steal_flag", "tps"])
+    it (``measured_points``), steal-flagged points left out (``effects.block_ratios``); with a flush ladder, at
+    the level the claims are judged at (the run's ``judged_flush``), as the analysis judges them."""
+    pts = pd.DataFrame(measured_points(run_dir, "write-*", ("clients", "flush_ms")),
+                       columns=["block", "clients", "flush_ms", "config", "copy", "steal_flag", "tps"])
+    if pts.flush_ms.notna().any():
+        judged = record.parameters(record.read(run_dir, STUDY), Params).judged_flush()
+        pts = pts[pts.flush_ms == round(emulation.latency_ms(judged), 3)] if judged is not None else pts
+    pts = pts.drop(columns="flush_ms")
     if pts.empty:
         return pd.DataFrame()
     # at the client counts the claims are judged at, as the analysis summarises them (sc_claims.judged_ratios)

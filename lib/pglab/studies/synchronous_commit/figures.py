@@ -113,7 +113,7 @@ def fig_flush_ladder(ladder: pd.DataFrame, published: dict[str, float], out: Pat
     ax.set_yscale("log")
     figures.plain_log(ax.yaxis)
     ax.axhline(1.0, color="grey", lw=0.8)
-    ax.set_xlabel("emulated WAL flush latency (pglab.nodes.emulation; the last is the article's disk)")
+    ax.set_xlabel("emulated WAL flush latency (the last: the article's disk)")
     ax.set_ylabel("tps / tps(on), log scale")
     blocks = int(lad.blocks.max()) if len(lad) else 0
     ax.set_title("What a slow disk does to each level's cost: ratio to on, per flush latency\n"
