@@ -186,3 +186,28 @@ def test_a_campaign_member_in_the_remote_is_materialised_alone(tmp_path: Path) -
     top = shipped.materialize(remote, dir_md5, tmp_path / "b")
     assert (top / "p2" / "meta.json").exists()
     shutil.rmtree(tmp_path / "a")
+
+
+def test_an_ordering_over_runs_decides_each_step_not_the_weaker_one_each_run_showed() -> None:
+    """Each run shows its weaker step (the smaller of two): pooling those is biased low. Over the runs each step is
+    decided on its own values from every run's note, then combined as within a run."""
+    from pglab.analysis.over_runs import claim_row
+
+    rule = ("held if every step holds (each: held if the interval lies above 1 (direction)); did not hold if one "
+            "step does not")
+
+    def rows(a: list[float], b: list[float], lack: bool = False) -> dict:
+        return {f"r{i}": {"claim": "x < y < z", "reproduced": min(a[i], b[i]), "ci_low": 0.9, "ci_high": 1.1,
+                          "blocks": 2, "verdict": "not resolvable here", "rule": rule, "bound_low": 1.0,
+                          "bound_high": float("nan"), "block_values": "",
+                          "note": f"the weaker step is shown; y/x: {a[i]} [0.9, 1.1] not resolvable here"
+                                  + ("" if lack and i == 4 else f", z/y: {b[i]} [0.9, 1.1] not resolvable here")}
+                for i in range(5)}
+
+    a, b = [0.99, 1.01, 0.98, 1.02, 1.00], [1.01, 0.99, 1.02, 0.98, 1.00]  # each about 1: open
+    row = claim_row("x < y < z", rows(a, b))
+    assert row["verdict"] == "not resolvable here"  # the pooled minimum (0.98-0.99 each run) would say did not hold
+    assert "each step over the 5 runs: y/x: 1 [" in row["note"] and "z/y in the last run: 1.0" in row["note"]
+    assert claim_row("x < y < z", rows(a, b, lack=True))["verdict"] == "not resolvable here"
+    assert claim_row("x < y < z", rows([x + 0.5 for x in a], [x + 0.4 for x in b]))["verdict"] == "held"
+    assert claim_row("x < y < z", rows([x + 0.5 for x in a], [x - 0.2 for x in b]))["verdict"] == "did not hold"

@@ -2,8 +2,8 @@
 
 What a reader (or a held-out check) does to trust a verdict without pglab's code: the interval must lie
 strictly inside (bound_low, bound_high) for "held" and strictly beyond one of them for "did not hold";
-no verdict from fewer than 6 blocks, nor while the A/A interval excludes 1. Orderings are recomputed from
-their steps' verdicts in the note.
+no verdict from fewer than 6 blocks (over runs: 3 runs), nor while the A/A interval excludes 1. Orderings are
+recomputed from their steps' verdicts in the note.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import re
 import pandas as pd
 
 MIN_BLOCKS = 6
+MIN_RUNS = 3
 
 
 def recomputed(row: pd.Series) -> str | None:
@@ -33,8 +34,11 @@ def recomputed(row: pd.Series) -> str | None:
         v = "did not hold"
     else:
         v = "not resolvable here"
-    biased = row.aa_blocks >= MIN_BLOCKS and (row.aa_low > 1 or row.aa_high < 1)
-    return "not resolvable here" if v != "not resolvable here" and (row.blocks < MIN_BLOCKS or biased) else v
+    if row.get("ci_method") == "t over runs":  # a verdict over runs: 3 runs, not 6 blocks (docs/measurement.md)
+        few, biased = row.runs < MIN_RUNS, row.aa_blocks >= MIN_RUNS and (row.aa_low > 1 or row.aa_high < 1)
+    else:
+        few, biased = row.blocks < MIN_BLOCKS, row.aa_blocks >= MIN_BLOCKS and (row.aa_low > 1 or row.aa_high < 1)
+    return "not resolvable here" if v != "not resolvable here" and (few or biased) else v
 
 
 def mismatches(comparison: pd.DataFrame) -> list[tuple[str, str, str]]:

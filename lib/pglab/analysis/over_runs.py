@@ -205,6 +205,10 @@ def claim_row(claim: str, rows: Mapping[str, Mapping[str, Any]], confidence: flo
         out["settle"] = "more runs: a campaign (`runs: 5` in the profile)" if still_open else ""
         return out
     verdict, (centre, lo, hi), changed = decide(values, last.get("bound_low"), last.get("bound_high"), confidence)
+    ordered = ordering_steps(rows) if str(last.get("rule", "")).startswith(ORDERING) else None
+    if ordered is not None:  # an ordering: each step decided over the runs, then combined as within a run
+        verdict, (centre, lo, hi), changed, said = decide_ordering(ordered, last.get("bound_low"),
+                                                                   last.get("bound_high"), confidence)
     aa = [float(r["aa_median"]) for r in rows.values() if not pd.isna(r.get("aa_median"))]
     aa_c, aa_lo, aa_hi = log_t_interval(aa, confidence)
     notes = []
@@ -239,6 +243,10 @@ def claim_row(claim: str, rows: Mapping[str, Mapping[str, Any]], confidence: flo
                          "spread" if len(measured) >= 2 else "")
         if not math.isnan(between) and not math.isnan(within) and between > within and n:
             out["settle"] += "; more blocks per run would not: runs differ more than blocks do"
+    if ordered is not None:
+        carried = STEP.sub(lambda m: f"{m[1]} in the last run: {m[2]}", carried)
+        notes.append(f"each step over the {len(measured)} runs: {said}" if said else
+                     "a run lacks a step: an ordering over the runs needs each step in every run")
     notes.append(f"per run: {out['run_verdicts']}")
     if verdict == "not measurable here":  # why it is not judged comes first
         notes.insert(0, carried)
@@ -251,6 +259,38 @@ def claim_row(claim: str, rows: Mapping[str, Mapping[str, Any]], confidence: flo
                if any(not pd.isna(r.get("noise_floor")) for r in rows.values()) else math.nan,
                stopped="", note="; ".join(s for s in notes if s))
     return out
+
+
+#: an ordering's rule (``claims.ordering_row``), and a step as its note lists it: "local/remote_write: 0.98 [0.938,
+#: 1.02] not resolvable here"
+ORDERING = "held if every step holds"
+STEP = re.compile(r"([A-Za-z_]+/[A-Za-z_]+): ([\d.]+) \[[^\]]*\] (?:held|did not hold|not resolvable here)")
+
+
+def ordering_steps(rows: Mapping[str, Mapping[str, Any]]) -> dict[str, list[float]]:
+    """Each step of an ordering -> its value in every run (from each run's note); {} when a run lacks one."""
+    per_run = [{m[1]: float(m[2]) for m in STEP.finditer(str(r.get("note") or ""))} for r in rows.values()]
+    names = set(per_run[0]) if per_run else set()
+    if not names or any(set(p) != names for p in per_run):
+        return {}
+    return {name: [p[name] for p in per_run] for name in sorted(names)}
+
+
+def decide_ordering(steps: Mapping[str, Sequence[float]], bound_low: float, bound_high: float,
+                    confidence: float = CONFIDENCE) -> tuple[str, tuple[float, float, float], list[int], str]:
+    """(verdict, the weaker step's (centre, low, high), the runs whose leaving-out changes a step's verdict, the
+    steps in words): each step decided over the runs by ``decide``; did not hold if one did not, held if every one
+    held, else open (as ``claims.order_verdict`` within a run)."""
+    if not steps:
+        return "not resolvable here", (math.nan, math.nan, math.nan), [], ""
+    decided = {k: decide(v, bound_low, bound_high, confidence) for k, v in steps.items()}
+    verdicts = {d[0] for d in decided.values()}
+    verdict = "did not hold" if "did not hold" in verdicts else "held" if verdicts == {"held"} else \
+        "not resolvable here"
+    weaker = min(decided, key=lambda k: decided[k][1][0] if not math.isnan(decided[k][1][0]) else math.inf)
+    changed = sorted({i for d in decided.values() for i in d[2]})
+    said = ", ".join(f"{k}: {_num(c)} [{_num(lo)}, {_num(hi)}] {v}" for k, (v, (c, lo, hi), _) in decided.items())
+    return verdict, decided[weaker][1], changed, said
 
 
 def _round(v: float) -> float:

@@ -154,7 +154,7 @@ def fig_comparison(comparison: pd.DataFrame, out: Path, title: str, name: str = 
     rep, low, high = (c[k].clip(lower=left) for k in ("reproduced", "ci_low", "ci_high"))
     ax.errorbar(rep[ok], y[ok], xerr=[(rep - low)[ok], (high - rep)[ok]],
                 fmt="o", color="tab:blue", capsize=4,
-                label=f"reproduced: {centre} and {caption(c[ok], n=over)}" if ok.any() else "reproduced")
+                label=wrap(f"reproduced: {centre} and {caption(c[ok], n=over)}", 60) if ok.any() else "reproduced")
     ax.scatter(c.published, y, marker="s", color="tab:orange", zorder=3, label="published")
     for i, row in c.iterrows():
         a = row.get("bound_low", math.nan)
