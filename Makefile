@@ -4,13 +4,21 @@ export PATH := $(CURDIR)/.venv/bin:$(PATH)
 # pytest-xdist workers: most server tests wait on the clock (pgbench -T), so 4 fit on 2 cores (6 measured slower: 25 min, every test CPU-starved)
 TEST_WORKERS ?= 4
 
-.PHONY: repro test bench setup lock lint lab clean-leftovers docs
+.PHONY: repro reference test bench setup lock lint lab clean-leftovers docs
 
-## make repro: every study at its default profile on this machine, figures at the end
+## make repro: every study at its default profile on this machine, into yours/ (ignored by git and DVC), each
+## report beside the shipped reference run (which `dvc pull` checks out of data/dvc-remote, offline); no tracked
+## file changes. `pglab repro --estimate` says first what it costs.
 repro: setup
+	@dvc pull --quiet
+	@python -m pglab.app.cli repro
+
+## make reference (maintainers): re-measure the shipped reference itself: the DVC pipeline into data/, dvc.lock,
+## data/metrics/, the reference ledger and the docs' generated blocks (then `dvc push` and commit)
+reference: setup
 	dvc repro --force
-	@python -m pglab.app.cli ledger add   # your runs into your ledger (data/ledger.sqlite), beside the shipped ones
-	@python -m pglab.app.history          # reports/history.html: the shipped runs and yours, claim by claim
+	@python -m pglab.app.cli ledger import-dvc --reanalyse --ledger data/ledger/reference.sqlite.gz
+	dvc repro history
 	@python -m pglab.app.summary
 	@python -m pglab.app.docs_verdicts
 

@@ -32,7 +32,7 @@ ROOTS = {
     # the analyze stage runs the notebook (its own imports, and pglab.app.notebook, which loads the study's params
     # and analyze modules), then `python -m pglab.app.report <study>`, which reads the study's declaration
     "analyze": ("pglab.app.notebook", "pglab.studies.{study}.analyze", "pglab.studies.{study}.params",
-                "pglab.app.report", "pglab.studies.{study}.declaration"),
+                "pglab.app.notebook_run", "pglab.studies.{study}.declaration"),
 }
 # the stages after the analyses: their module, and whether it reads every study's declaration (its question)
 SINGLE = {"history": ("pglab.app.history", True), "report_index": ("pglab.app.report", True)}

@@ -43,6 +43,12 @@ def cmd_collect(a: argparse.Namespace) -> int:
             record(run, data_root=a.data_root)
 
 
+def _repro() -> Any:
+    from pglab.app import repro
+
+    return repro
+
+
 def cmd_spread(a: argparse.Namespace) -> int:
     from pglab.app.spread import cmd_spread as spread
 
@@ -52,25 +58,31 @@ def cmd_spread(a: argparse.Namespace) -> int:
 def cmd_analyze(a: argparse.Namespace) -> int:
     """The run's manifest checked first (``pglab.runs.record``): a run of another study, or one cut short or
     hand-edited, is refused in one line naming its manifest, before the analysis reads anything else."""
-    from pglab.runs.reading import analysis_run, load_manifest
+    from pglab.app.paths import YOURS_DATA
+    from pglab.runs.reading import analysis_run, archive_dir, latest_run, load_manifest
 
-    root = Path(a.data_root)
+    root = Path(a.data_root or YOURS_DATA)
     run = Path(a.run) if a.run else analysis_run(root, a.study)
+    if run is None and a.data_root is None:
+        run = latest_run(archive_dir("data", a.study))
     if run is None:
-        raise UserError(f"no complete run of {a.study} under {root / 'raw' / a.study} or {root / 'runs' / a.study}: "
-                        "run `pglab collect` (or `dvc pull`) first")
+        raise UserError(f"no complete run of {a.study} under {root / 'raw' / a.study} or {root / 'runs' / a.study}"
+                        + ("" if a.data_root else f" or {archive_dir('data', a.study)}")
+                        + ": run `pglab collect` first (`dvc pull` gets the shipped run, in data/raw/, "
+                        "which `--data-root data` analyses)")
     load_manifest(run, study=a.study)
     from pglab.app.paths import output_dir
 
     derived = output_dir(root / "derived" / a.study, "--data-root")  # a file there: refused before analysing
-    figures = output_dir(Path(a.figures) / a.study, "--figures")
+    figures = output_dir(Path(a.figures or root.parent / "figures") / a.study, "--figures")
     from pglab.app.campaign import analyze_any
 
     result = analyze_any(a.study, run, derived, figures, Path(a.reference))
     from pglab.ledger.book import record
 
-    record(run, derived, data_root=root)
+    record(run, derived, data_root=a.data_root or "data")
     print(json.dumps(result.metrics, indent=2))
+    print(f"tables: {derived}, figures: {figures}; the report with them: `pglab report {a.study}`", file=sys.stderr)
     return 0
 
 
@@ -240,21 +252,37 @@ def build_parser(only_parse: bool = False) -> argparse.ArgumentParser:
         _add_parse(sub)
         return ap
     from pglab.app.collect import add_arguments
+    from pglab.app.paths import YOURS_DATA
     from pglab.studies import STUDIES
 
     c = sub.add_parser("collect", help="run a study's measurements into data/runs/<study>/<run-id>/ "
-                                       "(kept for good) and copy the run to data/raw/<study>/ (the pipeline's)")
+                                       "(kept for good) and copy the run to yours/data/raw/<study>/ for analysis "
+                                       "(the shipped run in data/raw/ is left as it is)")
     add_arguments(c)
+    c.set_defaults(publish_root=str(YOURS_DATA))
     c.add_argument("--repeat", type=int, metavar="N", help="a campaign of N runs for this once (the profile's runs "
                    "set to N; each a seed of its own), published together; each run also analysed into "
                    "data/repeats/<study>/<first-run-id>/<run-id>/ with their run-to-run spread (spread.csv there)")
     c.add_argument("--reference", default="data/reference", help="published numbers (with --repeat)")
     c.set_defaults(func=cmd_collect)
+    r = sub.add_parser("repro", help="every study (or those named) measured on this machine and reported beside the "
+                                     "shipped reference, into yours/ (what `make repro` runs; no tracked file changes)")
+    r.add_argument("studies", nargs="*", metavar="STUDY", help=f"studies to run (default: all: {', '.join(STUDIES)})")
+    r.add_argument("--profile", help="the profile of every study (default: each params file's `profile:`)")
+    r.add_argument("--estimate", action="store_true", help="say what it would cost (time, disk), and stop")
+    r.set_defaults(func=lambda a: _repro().cmd_repro(a))
+    t = sub.add_parser("report", help="your run of a study (yours/data/raw/<study>) analysed by its notebook into "
+                                      "yours/reports/<study>.html, beside the shipped reference")
+    t.add_argument("study", choices=STUDIES, help="the study to report")
+    t.set_defaults(func=lambda a: _repro().cmd_report(a))
     z = sub.add_parser("analyze", help="derived tables, metrics and figures from a raw run")
     z.add_argument("study", choices=STUDIES, help="the study whose run is analysed")
-    z.add_argument("--run", help="raw run folder (default: data/raw/<study>, else the newest complete archived run)")
-    z.add_argument("--data-root", default="data", help=DATA_ROOT_HELP + "; tables go to <data-root>/derived/<study>")
-    z.add_argument("--figures", default="figures", help="where the figures go (<figures>/<study>/; default figures)")
+    z.add_argument("--run", help="raw run folder (default: your newest, yours/data/raw/<study>, else the newest "
+                   "complete run archived in data/runs/<study>)")
+    z.add_argument("--data-root", help="a data root whose raw/<study> is analysed into its derived/<study> and "
+                   "metrics/ (default: yours/data, so the shipped data/ is never written)")
+    z.add_argument("--figures", help="where the figures go (<figures>/<study>/; default: figures/ beside the data "
+                   "root, yours/figures)")
     z.add_argument("--reference", default="data/reference", help=REFERENCE_HELP)
     z.set_defaults(func=cmd_analyze)
     v = sub.add_parser("compare", help="two runs side by side: host facts, placement, tools, parameters, effects; "

@@ -38,13 +38,21 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
     c.add_argument("--params", help="params file (default params/<study>.yaml)")
     c.add_argument("--inventory", help="host inventory (default: the params file's `inventory:`, "
                                        "params/hosts.yaml; `pglab lab up` writes params/lab.yaml)")
-    c.add_argument("--data-root", default="data")
+    c.add_argument("--data-root", default="data", help="where runs are archived: <data-root>/runs/<study>/<run-id>")
+    c.add_argument("--publish-root", help="where a finished run is copied for analysis, <publish-root>/raw/<study> "
+                                          "(default: the data root, as a DVC collect stage does)")
     c.add_argument("--quiet", action="store_true", help="no progress bar")
     c.add_argument("--accept-failed", action="store_true",
-                   help="publish a partial run (some points failed) to data/raw/<study> all the same")
+                   help="publish a partial run (some points failed) for analysis all the same")
     c.add_argument("--resume", nargs="?", const="", metavar="RUN",
                    help="continue an interrupted or killed run (a run folder or id; default: the newest "
                         "unfinished run of the study) at its first unfinished point, with the same parameters")
+
+
+def published_dir(a: argparse.Namespace) -> Path:
+    """``<publish root>/raw/<study>``: the pipeline's ``data/raw/<study>`` for a DVC stage, ``yours/data/raw/<study>``
+    for ``pglab collect`` (its default), so that a user's run never replaces the shipped one."""
+    return pipeline_dir(getattr(a, "publish_root", None) or a.data_root, a.study)
 
 
 def collect(a: argparse.Namespace) -> int:
@@ -62,7 +70,7 @@ def collect(a: argparse.Namespace) -> int:
     run = module(a.study, "collect").collect(p, data_root=a.data_root, profile=name, inventory=inventory,
                                              progress=not a.quiet, resume=resume)
     status = load_manifest(run).get("status")
-    dest = pipeline_dir(a.data_root, a.study)
+    dest = published_dir(a)
     why = not_publishable(run, status)
     if why and not (status == "partial" and a.accept_failed):
         print(f"pglab: {why}. It stays in the archive and was not published to {dest}"
@@ -73,7 +81,7 @@ def collect(a: argparse.Namespace) -> int:
         print(f"pglab: publishing partial run {run} as asked (--accept-failed): {points_not_ok_summary(run)}",
               file=sys.stderr)
     publish(run, dest)
-    print(f"run archived in {run}; the pipeline's copy is {pipeline_dir(a.data_root, a.study)}")
+    print(f"run archived in {run}; its copy for analysis is {dest}")
     return 0
 
 
@@ -112,7 +120,7 @@ def collect_campaign(a: argparse.Namespace, name: str, p: Any, inventory: Invent
     if a.resume is not None:
         raise UserError(f"--resume continues one run, and profile {name} is a campaign of {p.runs} runs: resume the "
                         "run with `--resume RUN` and a profile of runs: 1, or start the campaign again")
-    dest = pipeline_dir(a.data_root, a.study)
+    dest = published_dir(a)
     runs, record, why = measure_campaign(a.study, p, data_root=a.data_root, profile=name, inventory=inventory,
                                          progress=not a.quiet, accept_failed=a.accept_failed)
     if why:
@@ -121,7 +129,7 @@ def collect_campaign(a: argparse.Namespace, name: str, p: Any, inventory: Invent
               + (" (pass --accept-failed to publish partial runs)" if partial else ""), file=sys.stderr)
         return exits.PARTIAL if partial else exits.PROCESS, runs
     publish(runs[-1], dest, runs[:-1], record)
-    print(f"{p.runs} runs archived in {runs[-1].parent}; the pipeline's copy of the campaign is {dest}")
+    print(f"{p.runs} runs archived in {runs[-1].parent}; the campaign's copy for analysis is {dest}")
     return 0, runs
 
 

@@ -8,6 +8,13 @@ from pathlib import Path
 from pglab.errors import UserError
 from pglab.runs.record import shown
 
+#: Your runs' copies, analyses, figures and reports (``pglab repro``, ``pglab collect``, ``pglab analyze``, ``pglab
+#: report``), laid out as the checkout is (``data/raw``, ``data/derived``, ``data/metrics``, ``figures``, ``reports``):
+#: beside the shipped runs in ``data/``, ``figures/`` and ``reports/``, never over them. Ignored by git and DVC, so
+#: measuring here changes no tracked file; the runs themselves are archived in ``data/runs/`` as always.
+YOURS = Path("yours")
+YOURS_DATA = YOURS / "data"
+
 
 def repo_root(start: str | Path | None = None) -> Path:
     """The nearest folder upwards that holds dvc.yaml and params/ (the project checkout)."""

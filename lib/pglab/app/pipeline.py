@@ -54,9 +54,9 @@ class Runs:
 STAGES = {
     # `python -m pglab.app.collect <study>` loads the study's params model and runs its collect module
     "collect": Runs(("pglab.app.collect",), parts=("params", "collect")),
-    # papermill runs the notebook (pglab.app.notebook: the study's params and analyze modules), then
-    # `python -m pglab.app.report <study>` writes its report with the study's question
-    "analyze": Runs(("pglab.app.report",), parts=("params", "analyze", "declaration"), notebook=True),
+    # `python -m pglab.app.notebook_run <study>`: papermill runs the notebook (pglab.app.notebook: the study's params
+    # and analyze modules), then pglab.app.report writes its report with the study's question
+    "analyze": Runs(("pglab.app.notebook_run",), parts=("params", "analyze", "declaration"), notebook=True),
     "history": Runs(("pglab.app.history",), every_study=("declaration",)),  # each study's question
     "report_index": Runs(("pglab.app.report",), every_study=("declaration",)),
 }
@@ -214,10 +214,8 @@ def analyze_stage() -> list[str]:
             f"{derived}/{over_runs.RUNS_CSV}", f"{derived}/{campaign.OWN}",
             *(f"{derived}/${{item.{k}}}" for k in tslots), f"figures/{KEY}", f"{derived}/details.json",
             f"reports/{KEY}.ipynb", f"reports/{KEY}.html"]
-    out += ["    do:", "      cmd: >-", "        mkdir -p reports &&",
-            f"        papermill notebooks/{KEY}.ipynb reports/{KEY}.ipynb --log-level WARNING",
-            "        -p collect False -p data_root data -p figures_root figures",
-            f"        && python -m pglab.app.report {KEY}",
+    out += ["    do:  # papermill runs the notebook on data/ (reports/<study>.ipynb), then the report is written",
+            f"      cmd: python -m pglab.app.notebook_run {KEY}",
             "      deps:  # the run, the published numbers, the notebook, and exactly the files the notebook and the "
             "report import",
             *lines(8, [f"data/raw/{KEY}", "data/reference", f"notebooks/{KEY}.ipynb", *common,

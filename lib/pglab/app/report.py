@@ -28,7 +28,7 @@ import pandas as pd
 from pglab.analysis import over_runs, placement, tally
 from pglab.analysis.stats import interval_words
 from pglab.analysis.text import count
-from pglab.app import report_notebook
+from pglab.app import beside, report_notebook
 from pglab.app.report_notebook import Notebook
 from pglab.runs import record
 from pglab.studies import STUDIES, declaration
@@ -219,8 +219,9 @@ def _fsync(derived: Path) -> float | None:
 
 
 def study_html(study: str, nb: Notebook, comparison: pd.DataFrame, manifest: dict[str, Any],
-               fsync_ops_s: float | None) -> str:
-    """The report of one study (pure: the same inputs give the same bytes)."""
+               fsync_ops_s: float | None, beside_html: str = "") -> str:
+    """The report of one study (pure: the same inputs give the same bytes); ``beside_html``: your run's claims
+    beside the shipped reference's (``pglab.app.beside``), after the verdicts."""
     asked = question(study) or nb.title
     facts, run = machine_facts(manifest, fsync_ops_s), run_facts(manifest)
     out = [f"<h1>{html.escape(study)}: {html.escape(nb.title.split(': ', 1)[-1])}</h1>",
@@ -229,7 +230,7 @@ def study_html(study: str, nb: Notebook, comparison: pd.DataFrame, manifest: dic
            "<p class=\"meta\">Each claim is a ratio measured in blocks that run every configuration back to back, "
            "divided within its block by the baseline. The verdict is the rule beside it applied to the 95% interval "
            "(no verdict while baseline / baseline excludes 1); the study's docs page states every rule and margin. "
-           f"{runs_sentence(comparison, manifest)}</p>", LEGEND,
+           f"{runs_sentence(comparison, manifest)}</p>", LEGEND, beside_html,
            "<h2 id=\"where\">Where it ran</h2>",
            f"<p>{html.escape(placement.summary(manifest))}</p>", emulation_html(manifest),
            "<p class=\"meta\">" + " | ".join(f"{k}: {html.escape(v)}" for k, v in run.items()) + "</p>"]
@@ -268,39 +269,41 @@ def _page(title: str, body: str) -> str:
             f"<body>{report_notebook.clean_html(body)}</body></html>\n")
 
 
-def write_study(study: str, root: Path) -> Path:
-    """``reports/<study>.ipynb`` normalised, ``reports/<study>.html`` written (both under ``root``)."""
+def write_study(study: str, root: Path, reference: Path | None = None) -> Path:
+    """``reports/<study>.ipynb`` normalised, ``reports/<study>.html`` written (both under ``root``); with
+    ``reference`` (the checkout whose data/ holds the shipped run), the run beside it claim by claim."""
     executed = root / "reports" / f"{study}.ipynb"
     report_notebook.normalize(executed)
     derived = root / "data" / "derived" / study
     manifest = record.read(root / "data" / "raw" / study, study)
-    page = study_html(study, report_notebook.read(executed), pd.read_csv(derived / "comparison.csv"), manifest,
-                      _fsync(derived))
+    comparison = pd.read_csv(derived / "comparison.csv")
+    side = "" if reference is None else beside.section_html(study, beside.read(reference, study),
+                                                             beside.Side(comparison, manifest))
+    page = study_html(study, report_notebook.read(executed), comparison, manifest, _fsync(derived), side)
     out = root / "reports" / f"{study}.html"
     out.write_text(page, encoding="utf-8")
     return out
 
 
-def _counts(verdicts: pd.Series) -> str:
-    return "<br>".join(f"<span class=\"{_VERDICT_CLASS.get(str(v), '')}\">{int(n)} {html.escape(str(v))}</span>"
-                       for v, n in sorted(verdicts.items()))
-
-
-def index_html(root: Path) -> str:
-    """The five studies: their verdicts counted, run ids, machine, PostgreSQL version, date, links."""
-    rows = []
+def index_html(root: Path, reference: Path | None = None) -> str:
+    """The studies analysed under ``root``: their verdicts counted, run ids, machine, PostgreSQL version, date,
+    links; with ``reference`` (the checkout holding the shipped runs), the reference's verdicts beside each."""
+    rows, sides = [], {}
     for study in STUDIES:
-        manifest = record.read(root / "data" / "raw" / study, study)
-        own, under = tally.split(pd.read_csv(root / "data" / "derived" / study / "comparison.csv"))
-        run = run_facts(manifest)
-        counts = _counts(own.value_counts()) + (f"<br><small>under an emulated machine property:</small><br>"
-                                                f"{_counts(under.value_counts())}" if len(under) else "")
+        side = beside.read(root, study)
+        if side is None:
+            continue
+        sides[study] = side
+        run = run_facts(side.manifest)
         rows.append({"study": f"<a href=\"{study}.html\">{html.escape(study)}</a>",
-                     "question": html.escape(question(study)), "verdicts": counts,
+                     "question": html.escape(question(study)), "verdicts": beside.tally_cell(side),
+                     **({"reference": beside.tally_cell(beside.read(reference, study))} if reference else {}),
                      **{k: html.escape(run[k]) for k in ("run", "profile", "date", "postgres", "machine")}})
-    cols = ("study", "question", "verdicts", "run", "profile", "date", "postgres", "machine")
-    both = [tally.split(pd.read_csv(root / "data" / "derived" / s / "comparison.csv")) for s in STUDIES]
-    total, under = pd.concat([b[0] for b in both]), pd.concat([b[1] for b in both])
+    cols = ("study", "question", "verdicts", *(("reference",) if reference else ()), "run", "profile", "date",
+            "postgres", "machine")
+    both = [tally.split(side.comparison) for side in sides.values()]
+    total = pd.concat([b[0] for b in both]) if both else pd.Series(dtype=str)
+    under = pd.concat([b[1] for b in both]) if both else pd.Series(dtype=str)
     counted = ", ".join(f"<span class=\"{_VERDICT_CLASS[v]}\">{int((total == v).sum())} {html.escape(v)}</span>"
                         for v in _VERDICT_CLASS)
     if len(under):
@@ -308,11 +311,17 @@ def index_html(root: Path) -> str:
                     "measured; counted apart): " + ", ".join(
                         f"<span class=\"{_VERDICT_CLASS[v]}\">{int((under == v).sum())} {html.escape(v)}</span>"
                         for v in _VERDICT_CLASS if (under == v).any()))
-    body = ("<h1>pglab: five PostgreSQL deployment studies, reproduced</h1>"
-            "<p class=\"question\">Each study re-runs a published benchmark on this machine and says, claim by "
-            "claim, whether the article's number held here. Open a study for its verdict table, figures and "
-            "details.</p>" + f"<p><b>All {len(total) + len(under)} claims:</b> {counted}.</p>"
-            + _table(rows, cols, "index")
+    title, lead = (("pglab: your runs beside the shipped reference",
+                    "Your runs of the studies (in yours/), each claim's verdict beside the shipped reference run's "
+                    "(the <b>reference</b> column; the verdicts column is yours). Open a study for its claims side "
+                    "by side and what differs between the two machines.") if reference else
+                   ("pglab: five PostgreSQL deployment studies, reproduced",
+                    "Each study re-runs a published benchmark and says, claim by claim, whether the article's "
+                    "number held on the machine it ran on (the machine column). Open a study for its verdict "
+                    "table, figures and details."))
+    body = (f"<h1>{title}</h1><p class=\"question\">{lead}</p>"
+            + f"<p><b>All {len(total) + len(under)} claims{' of your runs' if reference else ''}:</b> {counted}.</p>"
+            + f"<div class=\"table\">{_table(rows, cols, 'index')}</div>"
             + LEGEND
             + "<p class=\"meta\">Every run so far, claim by claim: <a href=\"history.html\">history.html</a> "
             "(<code>python -m pglab.app.history</code> writes it from the ledger).</p>")
@@ -324,14 +333,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("study", nargs="?", choices=STUDIES, help="write reports/STUDY.html from reports/STUDY.ipynb")
     p.add_argument("--index", action="store_true", help="write reports/index.html over every study")
     p.add_argument("--root", type=Path, default=Path("."), help="the checkout (default: here)")
+    p.add_argument("--reference", type=Path, help="a checkout holding the shipped runs: each claim of the run "
+                   "under --root beside the reference's (what `pglab report` writes into yours/)")
     a = p.parse_args(argv)
     if bool(a.study) == a.index:
         p.error("give one study, or --index")
     if a.index:
         (a.root / "reports").mkdir(exist_ok=True)
-        (a.root / "reports" / "index.html").write_text(index_html(a.root), encoding="utf-8")
+        (a.root / "reports" / "index.html").write_text(index_html(a.root, a.reference), encoding="utf-8")
     else:
-        write_study(a.study, a.root)
+        write_study(a.study, a.root, a.reference)
     return 0
 
 

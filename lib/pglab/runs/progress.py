@@ -29,6 +29,9 @@ from typing import Any, Generic, TextIO, TypeVar
 T = TypeVar("T")
 MODES = ("tty", "notebook", "plain", "off")
 ENV = "PGLAB_PROGRESS"
+#: the count, share and ETA first, the item under way last: a long item id is what a narrow terminal cuts, never
+#: the count (tqdm's default puts the postfix before the ETA, and a 60-character point id pushed both off the line)
+BAR_FORMAT = "{desc}: {n_fmt}/{total_fmt} {unit}s ({percentage:3.0f}%) {elapsed}<{remaining} |{bar:12}|{postfix}"
 
 
 def in_jupyter_kernel() -> bool:
@@ -118,7 +121,7 @@ class Progress(Generic[T]):
             # a terminal that reports 0 columns (some `docker exec -t`, `script`) would get an empty bar
             sized = _columns(out) > 0
             self._tqdm = tqdm(total=total, desc=desc, unit=unit, file=out, dynamic_ncols=sized,
-                              ncols=None if sized else 100, nrows=None if sized else 24)
+                              ncols=None if sized else 100, nrows=None if sized else 24, bar_format=BAR_FORMAT)
         self.mode = mode
 
     # -- tqdm's calls -------------------------------------------------------------------------------------

@@ -1,0 +1,133 @@
+"""Your run beside the shipped reference: claim by claim, and what differs between the two machines.
+
+Why: a user's run is worth most next to the run that shipped (the one the docs quote): the same claims, the
+same rules, two machines. A report of your run (``yours/reports/<study>.html``) opens its verdicts with this
+table, and your index counts both. The reference is what ``dvc pull`` checks out (``data/raw/<study>``,
+``data/derived/<study>/comparison.csv``); without it the section says how to get it.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from pglab.analysis import tally
+from pglab.app import comparable
+from pglab.runs import record
+
+#: a verdict's CSS class in the reports (pglab.app.report's table colours)
+VERDICT_CLASS = {"held": "held", "did not hold": "not", "not resolvable here": "open",
+                 "not measurable here": "na"}
+
+
+@dataclass(frozen=True)
+class Side:
+    """One run as the reports read it: its comparison table and manifest (the campaign's last run's)."""
+
+    comparison: pd.DataFrame
+    manifest: dict[str, Any]
+
+
+def read(root: Path, study: str) -> Side | None:
+    """The analysed run under ``root`` (``data/raw/<study>`` and ``data/derived/<study>``), or None."""
+    raw, table = root / "data" / "raw" / study, root / "data" / "derived" / study / "comparison.csv"
+    if not (raw / record.MANIFEST).exists() or not table.exists():
+        return None
+    return Side(pd.read_csv(table), record.read(raw, study))
+
+
+def _num(v: Any) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return f"{v:.3g}" if isinstance(v, (int, float)) else html.escape(str(v))
+
+
+def value(c: dict[str, Any]) -> str:
+    """A claim's measured value and its interval, ``1.19 [1.17, 1.2]``, or ``-``."""
+    low, high = c.get("ci_low"), c.get("ci_high")
+    shown = _num(c.get("reproduced"))
+    return shown + (f" [{_num(low)}, {_num(high)}]" if shown != "-" and not pd.isna(low) else "")
+
+
+def verdict_cell(c: dict[str, Any] | None) -> str:
+    if c is None:
+        return "<td>not in this run</td>"
+    v = str(c.get("verdict", ""))
+    emu = " <small>(under an emulation)</small>" if tally.emulated(c) else ""
+    return f"<td class=\"{VERDICT_CLASS.get(v, '')}\">{html.escape(v)}{emu}</td>"
+
+
+def claims_rows(reference: pd.DataFrame, yours: pd.DataFrame) -> list[dict[str, Any]]:
+    """One row per claim of either run, in the reference's order: the article's value, each run's value and
+    verdict (the claim's dict, or None when that run lacks it), and whether the verdicts agree."""
+    ref = {str(c["claim"]): c for c in reference.to_dict("records")}
+    own = {str(c["claim"]): c for c in yours.to_dict("records")}
+    rows = []
+    for claim in dict.fromkeys([*ref, *own]):
+        r, y = ref.get(claim), own.get(claim)
+        published = next((c.get("published") for c in (r, y) if c is not None and not pd.isna(c.get("published"))),
+                         None)
+        rows.append({"claim": claim, "published": published, "reference": r, "yours": y,
+                     "agree": r is not None and y is not None and r.get("verdict") == y.get("verdict")})
+    return rows
+
+
+def machine_differences(reference: dict[str, Any], yours: dict[str, Any]) -> list[comparable.Difference]:
+    """What differs between the runs in what a verdict can rest on: host facts, tools, placement, parameters (the
+    fields ``pglab compare`` refuses on; notes such as the date or the code revision left out)."""
+    return comparable.refused(comparable.differences(reference, yours))
+
+
+def section_html(study: str, reference: Side | None, yours: Side) -> str:
+    """The "beside the reference" section of your report (empty reference: how to get it)."""
+    head = "<h2 id=\"beside\">Your run beside the shipped reference</h2>"
+    if reference is None:
+        return (head + "<p>The shipped reference run is not checked out here: <code>dvc pull</code> brings it "
+                f"(data/raw/{html.escape(study)}, data/derived/{html.escape(study)}), then "
+                f"<code>pglab report {html.escape(study)}</code> writes this page again.</p>")
+    rows = claims_rows(reference.comparison, yours.comparison)
+    body = []
+    for r in rows:
+        ref, own = r["reference"], r["yours"]
+        body.append(f"<tr><td>{html.escape(r['claim'])}</td><td class=num>{_num(r['published'])}</td>"
+                    f"<td class=num>{value(ref) if ref else '-'}</td>{verdict_cell(ref)}"
+                    f"<td class=num>{value(own) if own else '-'}</td>{verdict_cell(own)}"
+                    f"<td>{'same' if r['agree'] else '<b>differs</b>'}</td></tr>")
+    agree = sum(r["agree"] for r in rows)
+    diffs = machine_differences(reference.manifest, yours.manifest)
+    what = ("<p>Nothing a verdict rests on differs between the two runs (host facts by class, tools, "
+            "placement, parameters): a different verdict is the spread between runs.</p>" if not diffs else
+            "<p><b>What differs between the two runs</b> (what a verdict can rest on):</p><table><thead><tr>"
+            "<th>field</th><th>reference</th><th>yours</th></tr></thead><tbody>"
+            + "".join(f"<tr><td>{html.escape(d.field)}</td><td>{html.escape(comparable._show(d.value_a))}</td>"
+                      f"<td>{html.escape(comparable._show(d.value_b))}</td></tr>" for d in diffs[:40])
+            + "</tbody></table>" + (f"<p class=\"meta\">and {len(diffs) - 40} more (`pglab compare`).</p>"
+                                    if len(diffs) > 40 else ""))
+    ref_run, own_run = (html.escape(f"{m.get('run_id', '?')}, {str(m.get('start', ''))[:10]}")
+                        for m in (reference.manifest, yours.manifest))
+    return (head + f"<p>{agree} of {len(rows)} claims have the same verdict in your run ({own_run}) as in the "
+            f"shipped reference ({ref_run}; its report is reports/{html.escape(study)}.html after "
+            "<code>dvc pull</code>).</p>"
+            "<div class=\"table\"><table class=\"beside\"><thead><tr><th>claim</th><th>article</th>"
+            "<th>reference: value [95% interval]</th><th>reference verdict</th><th>yours: value [95% interval]</th>"
+            "<th>your verdict</th><th>verdicts</th></tr></thead><tbody>" + "".join(body)
+            + "</tbody></table></div>" + what)
+
+
+def tally_cell(side: Side | None) -> str:
+    """A run's verdicts counted, in the four verdicts' order (those under an emulation apart), or ``-``."""
+    if side is None:
+        return "-"
+    own, under = tally.split(side.comparison)
+    cells = [f"<span class=\"{VERDICT_CLASS[v]}\">{int((own == v).sum())} {html.escape(v)}</span>"
+             for v in VERDICT_CLASS if (own == v).any()]
+    if len(under):
+        cells.append("<small>under an emulation:</small> " + ", ".join(
+            f"<span class=\"{VERDICT_CLASS[v]}\">{int((under == v).sum())} {html.escape(v)}</span>"
+            for v in VERDICT_CLASS if (under == v).any()))
+    return "<br>".join(cells)
