@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from conftest import REPO, pulled_runs  # noqa: E402
 from matplotlib.colors import to_rgb  # noqa: E402
+from matplotlib.container import BarContainer  # noqa: E402
 from pglab.analysis import figures, layout  # noqa: E402
 from pglab.analysis.waits import WAIT_CLASS_COLOURS, wait_class, wait_hatches  # noqa: E402
 from pglab.studies import STUDIES, module  # noqa: E402
@@ -119,6 +120,7 @@ class Drawn:
     study: str
     problems: dict[str, list[str]] = field(default_factory=dict)
     wait_bars: list[Bar] = field(default_factory=list)
+    bar_axes: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _wait_bars(fig: plt.Figure) -> list[Bar]:
@@ -131,6 +133,20 @@ def _wait_bars(fig: plt.Figure) -> list[Bar]:
             for h, t in zip(leg.legend_handles, leg.get_texts(), strict=True)]
 
 
+def _bar_axes(fig: plt.Figure) -> list[str]:
+    """Each panel drawing bars whose value axis is not linear from 0: a bar's length is its value, so a truncated
+    or log axis misreads it (such values are drawn as points)."""
+    found = []
+    for i, ax in enumerate(fig.axes):
+        for c in ax.containers:
+            if isinstance(c, BarContainer) and c.patches:
+                scale, lim = (ax.get_yscale(), ax.get_ylim()) if c.orientation == "vertical" else \
+                    (ax.get_xscale(), ax.get_xlim())
+                if scale != "linear" or min(lim) != 0:
+                    found.append(f"panel {i}: bars on a {scale} axis from {min(lim):g}")
+    return found
+
+
 @pytest.fixture(scope="module", params=STUDIES)
 def drawn(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Drawn]:
     study = request.param
@@ -139,6 +155,7 @@ def drawn(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 
     def check(fig: plt.Figure, folder: str | Path, name: str) -> list[Path]:
         out.problems[name] = layout.problems(fig)
+        out.bar_axes[name] = _bar_axes(fig)
         if name == "waits":
             out.wait_bars = _wait_bars(fig)
         plt.close(fig)
@@ -155,6 +172,11 @@ def drawn(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 def test_no_text_collides_or_leaves_the_canvas(drawn: Drawn) -> None:
     bad = {name: found for name, found in drawn.problems.items() if found}
     assert not bad, "\n".join(f"{drawn.study}/{name}.png:\n  " + "\n  ".join(found) for name, found in bad.items())
+
+
+def test_every_bar_starts_at_zero_on_a_linear_axis(drawn: Drawn) -> None:
+    bad = {name: found for name, found in drawn.bar_axes.items() if found}
+    assert not bad, bad
 
 
 def test_every_shipped_figure_is_checked(drawn: Drawn) -> None:

@@ -18,6 +18,8 @@ import pandas as pd  # noqa: E402
 from pglab.analysis.effects import AA  # noqa: E402
 
 SVG_HASH_SALT = "pglab"
+# 150 dpi or more: small tick labels stay legible on high-density screens and in print
+DPI = 150
 
 
 def style() -> None:
@@ -30,7 +32,7 @@ def style() -> None:
     plt.rcParams["figure.constrained_layout.use"] = True
     plt.rcParams["svg.hashsalt"] = SVG_HASH_SALT
     plt.rcParams["svg.fonttype"] = "path"
-    plt.rcParams["figure.dpi"] = 100
+    plt.rcParams["figure.dpi"] = DPI
     # text is text: a label from params (``$\frac{1$``) would otherwise be parsed as mathtext, and malformed
     # math stops the figure (issue 33); no figure here writes math on purpose
     plt.rcParams["text.parse_math"] = False
@@ -42,7 +44,7 @@ def save(fig: plt.Figure, out_dir: str | Path, name: str) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     plt.rcParams["svg.hashsalt"] = SVG_HASH_SALT
     paths = [out / f"{name}.png", out / f"{name}.svg"]
-    fig.savefig(paths[0], dpi=110, bbox_inches="tight", metadata={"Software": None})
+    fig.savefig(paths[0], dpi=DPI, bbox_inches="tight", metadata={"Software": None})
     fig.savefig(paths[1], bbox_inches="tight", metadata={"Date": None, "Creator": None})
     return paths
 
@@ -94,6 +96,7 @@ def stacked_bars(wide: pd.DataFrame, out: str | Path, name: str, title: str, xla
                  xlim: tuple[float, float] | None = None, colours: dict[str, Any] | None = None,
                  hatches: dict[str, str] | None = None) -> list[Path]:
     """One horizontal bar per row of ``wide``, its columns stacked, the legend beside: what a whole is made of.
+    The value axis starts at 0 (a bar's length is its value).
 
     ``colours`` and ``hatches``: column -> colour or hatch, so that a column looks the same in every figure
     (wait events)."""
@@ -108,6 +111,8 @@ def stacked_bars(wide: pd.DataFrame, out: str | Path, name: str, title: str, xla
     ax.invert_yaxis()
     if xlim is not None:
         ax.set_xlim(*xlim)
+    else:
+        ax.set_xlim(left=0)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("")
     ax.set_title(title, fontsize=10)

@@ -113,10 +113,19 @@ class Analysis:
         """One column per configuration of its median ratio: what `dvc plots` draws."""
         raise NotImplementedError
 
+    def baseline_at_one(self, lines: pd.DataFrame) -> pd.DataFrame:
+        """The baseline's column at 1 where another configuration was measured: its ratio to itself, which the
+        analysis leaves empty (a plot drew it as a line at 0)."""
+        base = (self.manifest.get("plan") or {}).get("baseline")
+        if base not in lines.columns[1:]:  # the first column is the x axis (clients, nodes)
+            return lines
+        measured = lines[[c for c in lines.columns[1:] if c != base]].notna().any(axis=1)
+        return lines.assign(**{base: lines[base].mask(lines[base].isna() & measured, 1.0)})
+
     def tables(self) -> dict[str, pd.DataFrame]:
         """File name (under ``derived``) -> table: every study's, and a subclass adds its own."""
         return {"points.csv": self.points, "summary.csv": self.summary, "ratios.csv": self.ratios,
-                "ratio_lines.csv": self.ratio_lines(), "comparison.csv": self.comparison,
+                "ratio_lines.csv": self.baseline_at_one(self.ratio_lines()), "comparison.csv": self.comparison,
                 "failed_points.csv": self.failed, "waits.csv": self.waits, "stalls.csv": self.stalls}
 
     def write(self, derived: Path) -> None:

@@ -29,8 +29,11 @@ def cmd_collect(a: argparse.Namespace) -> int:
     """One run (``pglab.app.collect``), or with ``--repeat N`` N whole runs and their spread (``pglab.app.repeat``);
     then each run it made goes into the ledger (its record; ``--repeat`` adds each analysis as it is made)."""
     from pglab.app.ledger_cli import archived
+    from pglab.app.paths import YOURS_DATA
     from pglab.ledger.book import record
 
+    if a.publish_root is None and Path(a.data_root) == Path("data"):  # the shipped run in data/raw stays as it is
+        a.publish_root = str(YOURS_DATA)
     before = set(archived(Path(a.data_root), a.study))
     try:
         if a.repeat is None:
@@ -252,14 +255,13 @@ def build_parser(only_parse: bool = False) -> argparse.ArgumentParser:
         _add_parse(sub)
         return ap
     from pglab.app.collect import add_arguments
-    from pglab.app.paths import YOURS_DATA
     from pglab.studies import STUDIES
 
     c = sub.add_parser("collect", help="run a study's measurements into data/runs/<study>/<run-id>/ "
-                                       "(kept for good) and copy the run to yours/data/raw/<study>/ for analysis "
-                                       "(the shipped run in data/raw/ is left as it is)")
+                                       "(kept for good) and copy the run for analysis to yours/data/raw/<study>/ "
+                                       "(with --data-root X: X/raw/<study>); the shipped run in data/raw/ is never "
+                                       "replaced")
     add_arguments(c)
-    c.set_defaults(publish_root=str(YOURS_DATA))
     c.add_argument("--repeat", type=int, metavar="N", help="a campaign of N runs for this once (the profile's runs "
                    "set to N; each a seed of its own), published together; each run also analysed into "
                    "data/repeats/<study>/<first-run-id>/<run-id>/ with their run-to-run spread (spread.csv there)")

@@ -110,7 +110,7 @@ def _png(fig: Any) -> str:
     import matplotlib.pyplot as plt
 
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})
+    fig.savefig(buf, format="png", dpi=figures.DPI, metadata={"Software": None})
     plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode()
 

@@ -108,10 +108,19 @@ def busy_warning(before: list[int], after: list[int], load_at_start: float, core
 
 
 def collect(study: str, profile: str | None) -> int:
-    """``pglab collect STUDY`` in its own process (servers and memory gone when it ends), publishing to yours/."""
-    cmd = [sys.executable, "-m", "pglab.app.cli", "collect", study, "--publish-root", str(YOURS_DATA),
+    """A study's collect in its own process (servers and memory gone when it ends), publishing to yours/; then each
+    run it archived into your ledger, as ``pglab collect`` does (a failed run is a run too)."""
+    from pglab.app.ledger_cli import archived
+    from pglab.ledger.book import record
+
+    before = set(archived(Path("data"), study))
+    cmd = [sys.executable, "-m", "pglab.app.collect", study, "--publish-root", str(YOURS_DATA),
            *(["--profile", profile] if profile else [])]
-    return subprocess.run(cmd, check=False).returncode
+    try:
+        return subprocess.run(cmd, check=False).returncode
+    finally:
+        for run in sorted(set(archived(Path("data"), study)) - before):
+            record(run, data_root="data")
 
 
 def closing(studies: list[str], failed: dict[str, str], reference: Path) -> str:

@@ -31,7 +31,8 @@ MODES = ("tty", "notebook", "plain", "off")
 ENV = "PGLAB_PROGRESS"
 #: the count, share and ETA first, the item under way last: a long item id is what a narrow terminal cuts, never
 #: the count (tqdm's default puts the postfix before the ETA, and a 60-character point id pushed both off the line)
-BAR_FORMAT = "{desc}: {n_fmt}/{total_fmt} {unit}s ({percentage:3.0f}%) {elapsed}<{remaining} |{bar:12}|{postfix}"
+BAR_FORMAT = ("{desc}: {n_fmt}/{total_fmt} {unit}s ({percentage:3.0f}%) {elapsed}<{remaining}, {rate_fmt} "
+              "|{bar:12}|{postfix}")
 
 
 def in_jupyter_kernel() -> bool:

@@ -42,7 +42,9 @@ class Plot:
     y_label: str
     y: tuple[str, ...]
     table: str = "ratio_lines.csv"
-    template: str = "linear"
+    #: .dvc/plots/ratio.json: a colour per configuration (DVC's own colour by revision and dash by column), a log
+    #: axis for ratios and a rule at 1, the baseline
+    template: str = "ratio"
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,8 @@ def fig_init_phases(init_phases: pd.DataFrame, order: list[str], phase_order: li
             ax.errorbar([r.median_s], [i], xerr=[[r.median_s - r.low_s], [r.high_s - r.median_s]], color="black",
                         capsize=3, fmt="none")
     ax.invert_yaxis()
-    ax.set_xlabel("seconds (median over blocks; bar: interval of the total)")
+    ax.set_xlim(left=0)  # a bar's length is its value
+    ax.set_xlabel("seconds (median over blocks; whisker: interval of the total)")
     ax.set_ylabel("")
     ax.set_title(f"pgbench -i --fillfactor=90 --scale={scale}: time per phase and target", fontsize=10)
     ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
@@ -150,6 +151,40 @@ def fig_ranking(summary: pd.DataFrame, rankings: dict[str, str], metrics: list[s
     return figures.save(fig, out, "ranking")
 
 
+LOG_SPAN = 10.0  # values further apart than this do not fit one linear axis from 0
+
+
+def _value(v: float) -> str:
+    return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
+
+
+def _context_panel(ax: plt.Axes, cols: list[str], vals: np.ndarray, article: str, pal: dict[str, Any]) -> str:
+    """Bars from 0 when the values are within ``LOG_SPAN`` of each other (a bar's length is its value); points
+    on a log axis when they span more (a bar on a log axis has no length to read). Returns the axis' scale."""
+    ok = np.isfinite(vals) & (vals > 0)
+    x = np.arange(len(cols))
+    colour = ["lightgrey" if col == article else pal[col] for col in cols]
+    log = bool(ok.any()) and vals[ok].max() / vals[ok].min() > LOG_SPAN
+    if log:
+        for i in x[ok]:
+            ax.scatter([i], [vals[i]], s=70, zorder=3, color=colour[i], edgecolor="dimgrey",
+                       marker="s" if cols[i] == article else "o", hatch="///" if cols[i] == article else None)
+        ax.set_yscale("log")
+        ax.margins(y=0.2)
+        figures.plain_log(ax.yaxis)
+    else:
+        ax.bar(x[ok], vals[ok], 0.7, alpha=0.85, color=[colour[i] for i in x[ok]],
+               hatch=["//" if cols[i] == article else "" for i in x[ok]], edgecolor="dimgrey", lw=0.5)
+        ax.set_ylim(0, float(vals[ok].max()) * 1.15 if ok.any() else 1.0)
+    for i in x:
+        ax.annotate(_value(vals[i]) if ok[i] else "n/a", (i, vals[i] if ok[i] else 0.0), xytext=(0, 9 if log else 4),
+                    textcoords="offset points", ha="center", fontsize=8,
+                    xycoords="data" if ok[i] else ("data", "axes fraction"))
+    ax.set_xlim(-0.6, len(cols) - 0.4)
+    ax.set_xticks(x, [tables.wrap(col, 10) for col in cols], fontsize=8)
+    return "log scale" if log else "from 0"
+
+
 def fig_context(context: pd.DataFrame, order: list[str], pal: dict[str, Any], out: Path) -> list[Path]:
     """The article's Cloud SQL numbers beside ours: context only, not a comparison. One panel per metric, so
     that tps, seconds and milliseconds each get their own axis and unit."""
@@ -159,14 +194,10 @@ def fig_context(context: pd.DataFrame, order: list[str], pal: dict[str, Any], ou
     fig, axes = plt.subplots(1, len(c), figsize=(2.7 * len(c) + 0.6, 4.0), squeeze=False)
     for ax, (_, r) in zip(axes[0], c.iterrows(), strict=True):
         vals = pd.to_numeric(r[cols], errors="coerce").to_numpy(dtype=float)
-        ax.bar(range(len(cols)), np.where(np.isnan(vals), 0, vals), 0.7, alpha=0.85,
-               color=["lightgrey" if col == article else pal[col] for col in cols],
-               hatch=["//" if col == article else "" for col in cols], edgecolor="dimgrey", lw=0.5)
-        ax.set_xticks(range(len(cols)), [tables.wrap(col, 10) for col in cols], fontsize=8)
-        ax.set_yscale("log")
-        figures.plain_log(ax.yaxis)
-        ax.set_ylabel(f"{r.metric} ({r.unit}, log)", fontsize=9)
+        scale = _context_panel(ax, cols, vals, article, pal)
+        ax.set_ylabel(f"{r.metric} ({r.unit}, {scale})", fontsize=9)
         ax.set_title(r.benchmark, fontsize=9)
     fig.suptitle("Context only: the article's Cloud SQL (scale 10000, 1000 clients, 8 vCPU) vs this run's "
-                 "targets at their own scale", fontsize=10)
+                 "targets at their own scale\n(this run: median over blocks; a panel whose values span more than "
+                 f"{LOG_SPAN:g}x shows points on a log axis, not bars)", fontsize=10)
     return figures.save(fig, out, "article_context")

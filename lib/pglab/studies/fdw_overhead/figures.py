@@ -7,6 +7,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
+from matplotlib.lines import Line2D
 
 from pglab.analysis import figures, tables
 from pglab.studies.fdw_overhead.params import TARGETS
@@ -16,6 +17,19 @@ PALETTE = figures.palette(TARGETS)
 
 def _group_order(groups: list[str]) -> list[str]:
     return sorted(groups, key=lambda g: (not g.startswith("rw"), g))
+
+
+def group_label(kind: str, clients: int, variant: str = "default") -> str:
+    """One name per group in every figure (``RW, 1 client``), whether a table has the group's name (``rw-c001``)
+    or its workload, client count and variant."""
+    words = f"{kind.upper()}, {int(clients)} client{'s' if int(clients) != 1 else ''}"
+    return words if variant in ("", "default") else f"{words}, {variant}"
+
+
+def _named(group: str) -> str:
+    """The display name of a group named by the run (``rw-c001-Mprepared``: workload, clients, variant)."""
+    kind, clients, *variant = group.split("-")
+    return group_label(kind, int(clients[1:]), "-".join(variant))
 
 
 def _target_ticks(ax: plt.Axes, order: list[str]) -> None:
@@ -43,12 +57,12 @@ def fig_tps(points: pd.DataFrame, summary: pd.DataFrame, out: Path) -> list[Path
                             color="black", marker="_", capsize=4)
         ax.set_yscale("log")
         figures.plain_log(ax.yaxis)
-        ax.set_title(g, fontsize=10)
+        ax.set_title(_named(g), fontsize=10)
         ax.set_xlabel("")
         _target_ticks(ax, order)
         ax.set_ylabel("tps in the measured window (log)" if ax is axes[0][0] else "")
     s = summary[summary.target.isin(targets)].dropna(subset=["tps_median"])
-    fig.suptitle(f"pgbench tps by target (dots: points; bars: median and "
+    fig.suptitle(f"pgbench tps by target (dots: points; whiskers: median and "
                  f"{tables.caption(s, method='tps_method', n='tps_n')})")
     return figures.save(fig, out, "tps_by_target")
 
@@ -79,7 +93,7 @@ def fig_factor(summary: pd.DataFrame, ref: pd.DataFrame, foreign: list[str], out
                 ax.scatter([x], pub.factor, marker="s", facecolor="none", edgecolor=PALETTE[t], s=60, zorder=3,
                            label=None if "article" in labelled else "article (open squares)")
                 labelled.add("article")
-    ax.set_xticks(range(len(groups)), groups)
+    ax.set_xticks(range(len(groups)), [_named(g) for g in groups])
     ax.set_yscale("log")
     figures.plain_log(ax.yaxis)
     ax.axhline(1.0, color="grey", lw=0.8)
@@ -91,27 +105,35 @@ def fig_factor(summary: pd.DataFrame, ref: pd.DataFrame, foreign: list[str], out
     return figures.save(fig, out, "overhead_factor")
 
 
+PERCENTILES = {"p50_ms": ("p50 (median)", "o"), "p95_ms": ("p95", "D"), "p99_ms": ("p99", "^")}
+
+
 def fig_latency(latency: pd.DataFrame, out: Path) -> list[Path]:
-    lat = latency.melt(id_vars=["kind", "clients", "variant", "target"], value_vars=["p50_ms", "p95_ms", "p99_ms"],
-                       var_name="percentile", value_name="ms")
-    lat["group"] = lat.kind + " c" + lat.clients.astype(str)
-    lat["percentile"] = lat.percentile.str.removesuffix("_ms")
-    groups = sorted(set(lat.group), key=lambda g: (not g.startswith("RW"), g))
-    fig, axes = plt.subplots(1, len(groups), figsize=(3.8 * len(groups) + 1.6, 4.0), squeeze=False)
+    """Per target, its latency percentiles as points joined by a line from p50 to p99, on a log axis: a target
+    costs a factor (local against FDW is 5x at p50), and a bar on a log axis has no length to read."""
+    keys = list(zip(latency.kind, latency.clients.astype(int), latency.variant, strict=True))
+    lat = latency.assign(group=[group_label(*k) for k in keys])
+    groups = [group_label(*k) for k in sorted(set(keys), key=lambda k: (k[0] != "RW", *k))]  # RW first, as elsewhere
+    fig, axes = plt.subplots(1, len(groups), figsize=(3.4 * len(groups) + 1.6, 4.0), squeeze=False)
     for ax, g in zip(axes[0], groups, strict=True):
-        d = lat[lat.group == g]
-        order = [t for t in TARGETS if t in set(d.target)]
-        sns.barplot(data=d, x="target", y="ms", hue="percentile", order=order, ax=ax, errorbar=None)
+        d = lat[lat.group == g].set_index("target")
+        order = [t for t in TARGETS if t in d.index]
+        for i, t in enumerate(order):
+            r = d.loc[t]
+            ax.plot([i, i], [r.p50_ms, r.p99_ms], color=PALETTE[t], lw=2.5, alpha=0.5, solid_capstyle="butt")
+            for col, (_, marker) in PERCENTILES.items():
+                ax.scatter([i], [r[col]], marker=marker, s=36, color=PALETTE[t], edgecolor="black", lw=0.5, zorder=3)
         ax.set_yscale("log")
+        ax.margins(y=0.12)
         figures.plain_log(ax.yaxis)
+        ax.set_xlim(-0.5, len(order) - 0.5)
         ax.set_title(g, fontsize=10)
-        ax.set_xlabel("")
         _target_ticks(ax, order)
-        ax.set_ylabel("transaction latency (ms, log)" if ax is axes[0][0] else "")
-        if ax is axes[0][-1]:
-            figures.outside_legend(ax, title="percentile", fontsize=8, title_fontsize=8)
-        else:
-            ax.get_legend().remove()
+        ax.set_ylabel("transaction latency (ms, log scale)" if ax is axes[0][0] else "")
+    handles = [Line2D([], [], ls="none", marker=m, color="grey", markeredgecolor="black", label=name)
+               for name, m in PERCENTILES.values()]
+    handles.append(Line2D([], [], color="grey", lw=2.5, alpha=0.5, label="p50 to p99"))
+    figures.outside_legend(axes[0][-1], handles=handles, title="percentile", fontsize=8, title_fontsize=8)
     fig.suptitle("Latency percentiles by target, merged over every transaction of every block (pgbench -l)")
     return figures.save(fig, out, "latency_by_target")
 

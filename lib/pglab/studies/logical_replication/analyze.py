@@ -30,7 +30,15 @@ from pglab.runs import record
 from pglab.runs.reading import read_optional
 from pglab.studies.logical_replication import claims as lr_claims
 from pglab.studies.logical_replication.claims import CLOSE_BASELINE, CLOSE_SYSTEM, close_to_streaming, sustainable
-from pglab.studies.logical_replication.figures import LABELS, fig_catchup, fig_lag, fig_ratio, fig_sustainable
+from pglab.studies.logical_replication.figures import (
+    LABELS,
+    fig_catchup,
+    fig_lag,
+    fig_ratio,
+    fig_sustainable,
+    label,
+    labelled,
+)
 from pglab.studies.logical_replication.params import SYSTEMS, Params
 
 UNITS = {"sustainable_tps": "tx/s", "sustainable_tps_confirmed": "tx/s", "provider_tps": "tx/s",
@@ -351,6 +359,6 @@ def draw(a: Analysis, out: Path, reference_dir: Path) -> dict[str, list[Path]]:
             "published_vs_reproduced": tables.fig_comparison(
                 a.comparison, out, "logical_replication: published vs reproduced (see the table for units)")}
     if len(a.waits):
-        made["waits"] = fig_waits(a.waits, out, order=[s for s in SYSTEMS if s in set(a.waits.config)],
+        made["waits"] = fig_waits(labelled(a.waits), out, order=[label(s) for s in SYSTEMS if s in set(a.waits.config)],
                                   title="Where the provider's client backends waited, by system")
     return made

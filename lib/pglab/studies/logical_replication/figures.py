@@ -13,9 +13,20 @@ from pglab.analysis import figures, tables
 from pglab.analysis.effects import AA
 from pglab.studies.logical_replication.params import SYSTEMS
 
+# the one name each system has in every figure (legends, tick labels, titles); data keep the run's names
 LABELS = {"streaming": "streaming (physical, async)", "builtin": "built-in logical", "pglogical": "pglogical",
           "slony": "Slony-I", "londiste": "Londiste 3"}
 PALETTE = figures.palette(SYSTEMS, aa="grey")
+
+
+def label(system: str) -> str:
+    """The display name of a system (``LABELS``); the A/A pair and anything unknown keep theirs."""
+    return LABELS.get(system, system)
+
+
+def labelled(frame: pd.DataFrame, col: str = "config") -> pd.DataFrame:
+    """``frame`` with ``col`` in display names, for a shared figure function that labels by it (waits)."""
+    return frame.assign(**{col: frame[col].map(label)})
 
 
 def systems_in(frame: pd.DataFrame, col: str = "system") -> list[str]:
@@ -32,7 +43,7 @@ def _lines(ax: plt.Axes, metric_summary: pd.DataFrame, points: pd.DataFrame, met
         g = w[w.system == s].sort_values("clients")
         off = (k - 2) * 0.05
         ax.errorbar([pos[int(c)] + off for c in g.clients], g["median"],
-                    yerr=[g["median"] - g.ci_low, g.ci_high - g["median"]], label=LABELS[s], color=PALETTE[s],
+                    yerr=[g["median"] - g.ci_low, g.ci_high - g["median"]], label=label(s), color=PALETTE[s],
                     marker="o", capsize=3, **kw)
         if dots:
             p = points[(points.config == s) & (points["copy"] == 1)]
@@ -62,10 +73,11 @@ def fig_ratio(summary: pd.DataFrame, ref: pd.DataFrame, out: Path) -> list[Path]
     """Reproduced ratios to streaming beside the published ones (``ref``: the article's table with its ratios)."""
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11.5, 4.4), sharey=True)
     configs = systems_in(summary) + ([AA] if (summary.system == AA).any() else [])
-    tables.ratio_panel(ax1, summary.rename(columns={"system": "config"}), configs, PALETTE)
+    tables.ratio_panel(ax1, labelled(summary.rename(columns={"system": "config"})), [label(c) for c in configs],
+                       {label(c): colour for c, colour in PALETTE.items()})
     for s in systems_in(ref):
         g = ref[ref.system == s]
-        ax2.plot(g.clients.astype(str), g.ratio_to_streaming, marker="s", color=PALETTE[s], label=LABELS[s])
+        ax2.plot(g.clients.astype(str), g.ratio_to_streaming, marker="s", color=PALETTE[s], label=label(s))
     ax1.set_title(f"reproduced: per-block ratio, median and\n{tables.caption(summary, n='blocks')}\n"
                   "(grey band: A/A noise floor)", fontsize=10)
     ax2.set_title("published (article 000, 2 x i2.4xlarge)", fontsize=10)
@@ -73,7 +85,11 @@ def fig_ratio(summary: pd.DataFrame, ref: pd.DataFrame, out: Path) -> list[Path]
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.set_xlabel("pgbench clients on the provider (-c)")
     ax1.set_ylabel("sustainable tps / streaming's")
-    figures.outside_legend(ax2, *ax1.get_legend_handles_labels(), fontsize=8)
+    handles, names = ax1.get_legend_handles_labels()
+    for h, n in zip(*ax2.get_legend_handles_labels(), strict=True):  # streaming: the published panel's line at 1
+        if n not in names:
+            handles, names = [*handles, h], [*names, n]
+    figures.outside_legend(ax2, handles, names, fontsize=8)
     fig.suptitle("Each system relative to physical streaming replication")
     return figures.save(fig, out, "ratio_to_streaming")
 
@@ -83,6 +99,7 @@ def fig_catchup(metric_summary: pd.DataFrame, points: pd.DataFrame, out: Path) -
     _lines(ax, metric_summary, points, "catchup_s")
     ax.set_yscale("symlog", linthresh=0.1)
     ax.set_ylim(bottom=0)
+    figures.plain_log(ax.yaxis)  # 0, 0.1, 1 (text is not parsed as math: the default labels printed its markup)
     ax.set_xlabel("pgbench clients on the provider, as measured")
     ax.set_ylabel("catch-up after the run (s, symlog)")
     w = metric_summary[metric_summary.metric == "catchup_s"]
@@ -115,7 +132,7 @@ def fig_lag(points: pd.DataFrame, lag: pd.DataFrame, out: Path) -> list[Path]:
         if g.lag_s.notna().any():
             ax.plot(g.t_s, g.lag_s, color=PALETTE[s], marker=".")
         else:
-            ax.text(0.5, 0.5, f"{LABELS[s]} reported no lag in seconds (replay_lag empty):\nonly its lag in "
+            ax.text(0.5, 0.5, f"{label(s)} reported no lag in seconds (replay_lag empty):\nonly its lag in "
                     "bytes (dotted) was sampled", transform=ax.transAxes, ha="center", va="center", fontsize=8,
                     color="dimgrey", bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.9})
             ax.set_yticks([])
@@ -131,7 +148,7 @@ def fig_lag(points: pd.DataFrame, lag: pd.DataFrame, out: Path) -> list[Path]:
             ax2.ticklabel_format(axis="y", style="plain", useOffset=False)
             ax2.grid(False)
         ax.set_ylabel("lag (s)", fontsize=8)
-        ax.set_title(f"{LABELS[s]}: {chosen[s]}", fontsize=9, loc="left")
+        ax.set_title(f"{label(s)}: {chosen[s]}", fontsize=9, loc="left")
     axes[-1, 0].set_xlabel("seconds since the run started (dashed: run ended)")
     fig.suptitle("Replication lag during one representative run per system (largest client count)", fontsize=11)
     return figures.save(fig, out, "lag_over_time")

@@ -44,7 +44,7 @@ def fig_rows(points: pd.DataFrame, summary: pd.DataFrame, out: Path) -> list[Pat
         _mode_ticks(ax, modes)
         ax.set_ylabel("insert rate (rows/s; x10 = metrics/s)")
         rate = s[s.index.isin(modes)].dropna(subset=["rate_median"])
-        ax.set_title(f"{lay}: insert rate per point\n(bars: median and "
+        ax.set_title(f"{lay}: insert rate per point\n(whiskers: median and "
                      f"{tables.caption(rate, method='rate_method', n='rate_n')})", fontsize=10)
         r = s[(s.kind == "insert") & s["median"].notna()]
         order = [m for m in [*modes, AA] if m in r.index]

@@ -88,7 +88,7 @@ def fig_standby_reads(reads: pd.DataFrame, out: Path) -> list[Path]:
     ax.set_ylabel("standby select-only tps,\nratio within a block")
     methods = pd.DataFrame([{"ci_method": effects.interval(r[r.config == c].ratio.to_numpy())[3],
                              "n": int(r[r.config == c].ratio.notna().sum())} for c in order])
-    ax.set_title("Standby reads with the primary under write load\n(dots: blocks; band: noise floor; bars: "
+    ax.set_title("Standby reads with the primary under write load\n(dots: blocks; band: noise floor; whiskers: "
                  "median and\n" + tables.wrap(f"{tables.caption(methods)})", 60), fontsize=10)
     return figures.save(fig, out, "standby_reads")
 

@@ -1,0 +1,143 @@
+"""Your run beside the reference: ``pglab repro`` / ``pglab report`` measure and report into yours/, never over the
+shipped run, and a report sets each claim beside the reference's with what differs between the machines."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import io
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import pulled_analyses
+from pglab.app import beside, repro
+from pglab.app.notebook import SHOWN_ROWS, frame_html
+from pglab.runs import progress
+from pglab.runs.record import read
+
+REPO = Path(__file__).resolve().parents[1]
+STUDY = "cloud_providers"  # its smoke profile: 6 points in about 20 s
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def scratch_checkout(tmp_path: Path) -> Path:
+    """A checkout to run in: the code, notebooks and params of this one, the shipped run and its analysis (the
+    reference) copied, so the test can watch them stay as they were."""
+    pulled_analyses(STUDY)
+    root = tmp_path / "checkout"
+    root.mkdir()
+    for name in ("pyproject.toml", "notebooks", "lib"):
+        (root / name).symlink_to(REPO / name)
+    shutil.copytree(REPO / "params", root / "params")
+    (root / "data").mkdir()
+    for name in ("reference", "ledger"):
+        (root / "data" / name).symlink_to(REPO / "data" / name)
+    for part in ("raw", "derived"):
+        shutil.copytree(REPO / "data" / part / STUDY, root / "data" / part / STUDY)
+    return root
+
+
+def test_repro_measures_into_yours_and_reports_beside_the_reference(tmp_path: Path) -> None:
+    root = scratch_checkout(tmp_path)
+    shipped = {part: _digest(root / "data" / part / STUDY) for part in ("raw", "derived")}
+    res = subprocess.run([sys.executable, "-m", "pglab.app.cli", "repro", STUDY, "--profile", "smoke"], cwd=root,
+                         capture_output=True, text=True, timeout=600, env={**os.environ, "PGLAB_PROGRESS": "plain"})
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out
+    # it said what it would cost and where it was, and ended on the verdicts beside the reference's
+    assert "pglab repro: 1 study on this machine into yours/" in out and "about" in out, out
+    assert f"== study 1 of 1: {STUDY} (smoke)" in out, out
+    assert "Your runs (yours/reports/index.html), beside the shipped reference:" in out, out
+    assert f"verdicts the same\n    report: yours/reports/{STUDY}.html" in out, out
+    assert "Traceback" not in out and "WARNING" not in out, out  # nothing alarming on success
+    # the shipped run and its analysis are as they were; yours is beside them, and archived
+    assert {part: _digest(root / "data" / part / STUDY) for part in ("raw", "derived")} == shipped
+    mine = read(root / "yours" / "data" / "raw" / STUDY)
+    assert mine["profile"] == "smoke" and (root / "data" / "runs" / STUDY / mine["run_id"]).is_dir()
+    page = (root / "yours" / "reports" / f"{STUDY}.html").read_text()
+    reference = read(root / "data" / "raw" / STUDY)
+    assert 'id="beside"' in page and mine["run_id"] in page and reference["run_id"] in page
+    index = (root / "yours" / "reports" / "index.html").read_text()
+    assert "<th>reference</th>" in index and f'href="{STUDY}.html"' in index
+    assert (root / "yours" / "data" / "metrics" / f"{STUDY}.json").exists()
+
+
+def _side(verdicts: list[str], cpu: str = "Xeon") -> beside.Side:
+    table = pd.DataFrame({"claim": ["a", "b"], "published": [1.7, 2.0], "reproduced": [1.19, 2.1],
+                          "ci_low": [1.17, 1.9], "ci_high": [1.2, 2.3], "verdict": verdicts})
+    manifest = {"study": STUDY, "run_id": f"run-{cpu}", "tools": {"postgres": "15.18"}, "parameters": {},
+                "hosts": {"local": {"cpu_model": cpu, "cores": 2}}}
+    return beside.Side(table, manifest)
+
+
+def test_a_report_sets_each_claim_beside_the_reference_and_names_what_differs() -> None:
+    ref, same = _side(["held", "did not hold"]), _side(["held", "held"])
+    rows = beside.claims_rows(ref.comparison, same.comparison)
+    assert [r["agree"] for r in rows] == [True, False]
+    page = beside.section_html(STUDY, ref, same)
+    assert "1 of 2 claims have the same verdict" in page and "<b>differs</b>" in page
+    assert "1.19 [1.17, 1.2]" in page and "Nothing a verdict rests on differs" in page
+    other = copy.deepcopy(same.manifest)
+    other["hosts"]["local"]["cpu_model"] = "EPYC"
+    page = beside.section_html(STUDY, ref, beside.Side(same.comparison, other))
+    assert "What differs between the two runs" in page and "EPYC" in page and "Xeon" in page
+    assert "dvc pull" in beside.section_html(STUDY, None, same)  # no reference checked out: how to get it
+
+
+def test_notebook_tables_read_as_tables() -> None:
+    df = pd.DataFrame({"group": ["a", "a", "b"], "level": ["x", "y", "x"], "v": [1.23456, None, 3.0]})
+    flat = frame_html(df.pivot(index="group", columns="level", values="v"))
+    assert "<th></th>" not in flat and "NaN" not in flat and ">-<" in flat and "1.235" in flat
+    assert "<th>group</th>" in flat and "level" not in flat  # the index as a column, no header of the columns' name
+    long = frame_html(pd.DataFrame({"n": range(SHOWN_ROWS + 5)}))
+    assert "and 5 more rows" in long and "..." not in long
+
+
+def test_the_estimate_comes_from_the_shipped_run() -> None:
+    pulled_analyses(STUDY)
+    from pglab.app.collect import load_params
+    from pglab.app.summary import costs, published
+
+    name, p, _ = load_params(STUDY, None, None)
+    e = repro.estimate(STUDY, name, p, REPO)
+    wall = costs(*published(REPO / "data" / "raw" / STUDY))[0]
+    assert e.seconds == pytest.approx(wall + repro.ANALYSIS_S) and e.kept_bytes > 0
+    name, p, _ = load_params(STUDY, None, "paper")
+    bigger = repro.estimate(STUDY, name, p, REPO)
+    assert bigger.seconds > e.seconds and "x" in bigger.basis
+
+
+def test_a_busy_machine_is_said() -> None:
+    quiet = [100, 0, 50, 850, 0, 0, 0, 0]
+    assert repro.busy_warning(quiet, [2 * x for x in quiet], 0.1, 2) == ""
+    stolen = [200, 0, 100, 1700, 0, 0, 0, 200]
+    assert "steal" in repro.busy_warning(quiet, stolen, 0.1, 2)
+    assert "load 1.8 on 2 cores" in repro.busy_warning(quiet, [2 * x for x in quiet], 1.8, 2)
+
+
+def test_a_failing_notebook_is_one_line(tmp_path: Path) -> None:
+    res = subprocess.run([sys.executable, "-m", "pglab.app.notebook_run", STUDY, "--root", str(tmp_path)], cwd=REPO,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 1
+    lines = [x for x in res.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and f"the {STUDY} notebook stopped in cell" in lines[0], res.stderr
+    assert "Traceback" not in res.stderr and "-----" not in res.stderr
+
+
+def test_the_progress_count_comes_before_the_item() -> None:
+    out = io.StringIO()
+    bar = progress.bar(10, STUDY, stream=out, mode="tty")
+    bar.set_postfix_str("b01-pgbench-stock-aa-" + "x" * 200)
+    bar.update(3)
+    bar.close()
+    last = out.getvalue().split("\r")[-1]
+    assert last.index("3/10 points") < last.index("b01-pgbench")
