@@ -173,6 +173,8 @@ def cmd_repro(a: argparse.Namespace) -> int:
         print(f"\n== study {i} of {len(studies)}: {study} ({checked[study][0]}), about {minutes(plans[study].seconds)}"
               f"; about {minutes(left)} left in all (elapsed {minutes(time.monotonic() - started)})", flush=True)
         load, before = os.getloadavg()[0], _cpu_times()
+        print(f"   setting up {study}: hosts checked, servers initialised and started (10-30 s), then its points",
+              flush=True)
         code = collect(study, a.profile)
         if code:
             failed[study] = f"pglab collect exited {code}; the run, if any, stays archived in data/runs/{study}/"
@@ -184,6 +186,9 @@ def cmd_repro(a: argparse.Namespace) -> int:
         print(f"   analysing {study} (its notebook, then the report beside the reference)", flush=True)
         try:
             notebook_run.execute(study, YOURS, root)
+            from pglab.ledger.book import record
+
+            record(YOURS_DATA / "raw" / study, YOURS_DATA / "derived" / study, data_root="data")  # with its analysis
         except Exception as exc:  # noqa: BLE001 - the other studies still run; said at the end
             failed[study] = f"analysis failed: {exc}"
             print(f"pglab: {study}: {failed[study]}", file=sys.stderr, flush=True)
