@@ -5,8 +5,11 @@ opened in Chromium by test_dvc.py (on its fresh clone)."""
 from __future__ import annotations
 
 import base64
+import html
 import io
 import json
+import re
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +20,10 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 from browser import open_page
-from pglab.app import report, report_notebook
+from conftest import REPO, pulled_analyses
+from pglab.app import report, report_notebook, takeaway
+from pglab.runs import record
+from pglab.studies import STUDIES
 
 MANIFEST: dict[str, Any] = {
     "run_id": "20260101T000000Z-abcdef", "profile": "quick", "status": "complete", "start": "2026-01-01T00:00:00",
@@ -118,7 +124,8 @@ def test_a_report_opens_on_its_question_and_verdicts_and_ends_on_its_parameters(
     assert "<b>disk flush rate (commit cost)</b>: here 4,167 fdatasync/s" in page  # beside the verdict
     assert "ci_method" not in page and "order-statistic" not in page
     assert "one machine of 2 cores" in page  # a claim without its own property: the machine's facts
-    assert page.count("data:image/png;base64,") == 1 and "Figure 1. Throughput by level" in page
+    assert page.count("data:image/png;base64,") == 1 and "Figure 1. Throughput by <code>level</code>" in page
+    assert 'alt="Throughput by level"' in page and "<h3>Throughput by <code>level</code></h3>" in page
     assert "http://" not in page and "https://" not in page
     assert "form-action 'none'; base-uri 'none'" in page  # nothing posts, nothing re-points the links
 
@@ -155,3 +162,170 @@ def test_the_headline_metrics_are_the_same_ten_keys_for_every_study() -> None:
                  "ratio": 1.29, "low": 1.12, "high": 1.49}
     under = headline(COMPARISON.assign(emulated=["emulated flush hdd_7200 (8.33 ms) on primary", ""]), MANIFEST)
     assert (under["emu"], under["open"] + under["n_a"]) == (1, 1)  # counted apart, not twice
+
+
+# --- what a reader sees first: the takeaway, code as code, no blank chart, the verdict a hardware gap explains ---
+
+#: an emulation of the article's slow disk on the primary only, its standby on this machine's fast disk
+EMULATED = {**MANIFEST, "nodes": [{"name": "primary"}, {"name": "standby1"}], "emulation": {"disks": {"primary": {
+    "nodes": ["primary"], "levels": {"own disk": {"latency_ms": 0.0, "measured_ops_s": 10213.6},
+                                     "hdd_7200 (8.33 ms)": {"latency_ms": 8.333, "named_ops_s": 120.0}}}}}}
+UNDER = "emulated flush hdd_7200 (8.33 ms) on primary, probe 119/s (CPU +94 us a flush)"
+SIX = pd.DataFrame([
+    {"claim": "RW is about 1.7x", "published": 1.7019, "reproduced": 1.1854, "ci_low": 1.17, "ci_high": 1.2,
+     "verdict": "did not hold", "depends_on": "commit cost", "here": "4.5 ms", "article": "4.6 ms", "emulated": UNDER},
+    {"claim": "RO is above RW", "published": 4.5023, "reproduced": 3.6978, "ci_low": 3.34, "ci_high": 4.1,
+     "verdict": "held", "depends_on": "", "here": "", "article": "", "emulated": ""},
+    {"claim": "RO is about 4.5x RW", "published": 4.5023, "reproduced": 3.6978, "ci_low": 3.3366, "ci_high": 4.0982,
+     "verdict": "not resolvable here", "depends_on": "", "here": "", "article": "", "emulated": ""},
+    *[{"claim": f"reads scale {n}", "published": 2.5, "reproduced": 0.8554 if n == 3 else float("nan"),
+       "ci_low": float("nan"), "ci_high": float("nan"), "verdict": "not measurable here",
+       "depends_on": "separate machines", "here": f"{n} nodes on 1 machine", "article": "3 VMs", "emulated": "",
+       "note": "answered by each standby on a machine of its own (`standby_hosts`)"} for n in (3, 5, 7)],
+])
+
+
+def _said(paragraph: str) -> dict[str, int]:
+    """The verdicts a takeaway counts: '2 held', '1 did not hold', 'None of the article's 4 claims could be judged'."""
+    text = html.unescape(re.sub(r"<[^>]+>", "", paragraph))
+    said = {v: sum(int(n) for n in re.findall(rf"(\d+) {w}\b", text)) for v, w in (
+        ("held", "held"), ("did not hold", "did not hold"), ("not resolvable here", "not settled yet"),
+        ("not measurable here", "could not be judged"))}
+    said["not measurable here"] += sum(int(n) for n in re.findall(r"None of the article's (\d+) claims", text))
+    return said
+
+
+def test_the_takeaway_counts_the_verdicts_in_plain_words_with_emulations_apart() -> None:
+    words = takeaway.paragraph(SIX, EMULATED)
+    assert words == takeaway.paragraph(SIX, EMULATED)  # the same input, the same bytes
+    text = html.unescape(re.sub(r"<[^>]+>", "", words))
+    assert text.startswith("In short (one run, 6 claims): On the machine it ran on, as it is, 1 held: ")
+    assert _said(words) == {"held": 1, "did not hold": 1, "not resolvable here": 1, "not measurable here": 3}
+    assert "3.70 here; the article 4.50" in text and "1.19 here, not the article's 1.70" in text  # rounded
+    assert "its interval, 3.34 to 4.10, is neither wholly inside" in text
+    # under an emulation: said as such, after the machine as it is, with what the emulation left unlike the article
+    assert text.index("as it is") < text.index("With the article's slower disk imitated (every disk flush made to "
+                                               "take 8.33 ms, as on a 7,200 rpm hard disk), counted apart, 1 did "
+                                               "not hold")
+    assert "node standby1 kept the machine's own disk (about 10,214 flushes a second, 85 times the article's 120)" \
+        in text and "a difference of hardware, not a refutation" in text
+    assert ("3 could not be judged: they depend on separate machines, where this run differs from the article "
+            "(the article: 3 VMs). Measured all the same, not judged: \u201creads scale 3\u201d (0.86 here; the "
+            "article 2.50); nothing could be measured for the other 2.") in text
+    assert "`" not in text and "standby_hosts" not in text and "ci_low" not in text  # no jargon, no setting names
+    # when nothing got a number: what the run measured instead, from its summary (cloud_providers)
+    none = SIX.iloc[3:].assign(reproduced=float("nan"))
+    summary = pd.DataFrame([
+        {"title": "pgbench -i time", "target": "stock", "ratio_to_baseline": 1.0, "ratio_low": None,
+         "ratio_high": None, "n": 6},
+        {"title": "pgbench -i time", "target": "tuned", "ratio_to_baseline": 1.40711, "ratio_low": 1.13933,
+         "ratio_high": 1.5809, "n": 6},
+        {"title": "pgbench tps", "target": "tuned", "ratio_to_baseline": 1.02, "ratio_low": 0.9, "ratio_high": 1.31,
+         "n": 6}])
+    text = html.unescape(re.sub(r"<[^>]+>", "", takeaway.paragraph(none, MANIFEST, summary)))
+    assert "None of the article's 3 claims could be judged" in text and "nothing could be measured for any" in text
+    assert ("What the run measured instead: tuned against stock (the median ratio over 6 blocks, with its 95% "
+            "interval): pgbench -i time 1.41x (1.14 to 1.58), pgbench tps 1.02x (0.90 to 1.31; no clear "
+            "difference).") in text
+
+
+def test_a_verdict_a_hardware_gap_explains_is_not_coloured_as_a_refutation() -> None:
+    rows = report.verdict_rows(SIX, "one machine", EMULATED)
+    assert rows[0]["_class"] == "hw" and "<b>hardware differs</b>" in rows[0]["depends on"]
+    assert [r["_class"] for r in rows[1:]] == [""] * 5
+    assert "<code>standby_hosts</code>" in rows[3]["evidence"]  # a setting the note names, as code
+    table = report._table(rows, report.VERDICT_COLUMNS)
+    assert table.count('<tr class="hw">') == 1 and table.count('<tr class="held">') == 1
+    assert 'class="hw"' in report.LEGEND and "this machine" not in report.LEGEND
+    # every node's disk emulated (fdw_overhead's two instances on one disk): a plain refutation, red
+    both = {**EMULATED, "emulation": {"disks": {"local": {**EMULATED["emulation"]["disks"]["primary"],
+                                                          "nodes": ["primary", "standby1"]}}}}
+    assert report.verdict_rows(SIX, "one machine", both)[0]["_class"] == ""
+    assert takeaway.hardware_gap(SIX.iloc[0].to_dict(), MANIFEST) == ""  # no emulation recorded
+
+
+def test_user_text_with_backticks_stays_text() -> None:
+    """Only a setting-like code span of analysis text becomes <code>: markup or a stray backtick does not."""
+    assert report_notebook.code_spans("set `runs: 5` or `standby_hosts`") == \
+        "set <code>runs: 5</code> or <code>standby_hosts</code>"
+    hostile = html.escape("a`b|c *em* (x) `<img src=x>` `a*b`")
+    assert report_notebook.code_spans(hostile) == hostile
+
+
+class _Prose(HTMLParser):
+    """A page's text as a reader reads it, without preformatted blocks (the parameters, printed output)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.text: list[str] = []
+        self.pre = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.pre += tag == "pre"
+
+    def handle_endtag(self, tag: str) -> None:
+        self.pre -= tag == "pre"
+
+    def handle_data(self, data: str) -> None:
+        if not self.pre:
+            self.text.append(data)
+
+
+def shipped_page(study: str) -> str:
+    """The report of the shipped run as this code writes it (from the DVC outputs, read only: nothing written)."""
+    pulled_analyses(study)
+    derived = REPO / "data" / "derived" / study
+    return report.study_html(study, report_notebook.read(REPO / "reports" / f"{study}.ipynb"),
+                             pd.read_csv(derived / "comparison.csv"), record.read(REPO / "data" / "raw" / study, study),
+                             report._fsync(derived), summary=pd.read_csv(derived / "summary.csv"))
+
+
+@pytest.mark.parametrize("study", STUDIES)
+def test_a_shipped_report_opens_on_a_takeaway_and_shows_code_as_code(study: str) -> None:
+    page = shipped_page(study)
+    prose = _Prose()
+    prose.feed(page)
+    text = "".join(prose.text)
+    assert "`" not in text, re.findall(r".{40}`.{40}", text)
+    start = page.index('<p class="takeaway"')
+    assert page.index("The question:") < start < page.index('id="verdicts"')
+    comparison = pd.read_csv(REPO / "data" / "derived" / study / "comparison.csv")
+    said = _said(page[start:page.index("</p>", start)])
+    assert said == {v: int((comparison.verdict == v).sum()) for v in said}, said
+    # every figure shows an image; a comparison chart with nothing drawn is folded under a caption saying so
+    figures = re.findall(r"<figure>(.*?)</figure>", page, re.S)
+    assert figures and all(re.search(r'<img alt="[^"]+" src="data:image/png;base64,[A-Za-z0-9+/]', f) for f in figures)
+    folded = [f for f in figures if f.startswith("<details>")]
+    assert len(folded) == (1 if comparison.reproduced.isna().all() else 0)
+    assert all("nothing to draw" in f for f in folded)
+
+
+def test_the_japanese_article_is_named_in_english_too() -> None:
+    english = "PostgreSQL streaming replication, part 3"
+    assert english in shipped_page("synchronous_commit")
+    first = json.loads((REPO / "notebooks" / "synchronous_commit.ipynb").read_text())["cells"][0]
+    intro = report_notebook.markdown("".join(first["source"]))
+    assert "PostgreSQLストリーミングレプリケーション 第3回" in intro and english in intro
+    assert "IPAGothic" in report._STYLE  # a CJK font where one is installed
+
+
+@pytest.mark.parametrize("study", STUDIES)
+def test_the_notebooks_prose_reads_right_in_the_report_too(study: str) -> None:
+    """The notebook's markdown is the report's text: nothing that only makes sense inside Jupyter, and no
+    parameter named where words would do."""
+    nb = json.loads((REPO / "notebooks" / f"{study}.ipynb").read_text())
+    prose = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    for phrase in ("this notebook", "top of the notebook", "cell below", "cell above", "parameters cell",
+                   "first output", "verdicts below", "rule (below)", "`here_verdict`", "`warmup_s`",
+                   "`catchup_poll_s`", "the test runner (nbval, `make test`) and every DVC analysis assert"):
+        assert phrase.lower() not in prose.lower(), f"{study}: {phrase!r}"
+    assert all(not c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code")
+
+
+def test_the_index_says_this_machine_only_of_itself() -> None:
+    pulled_analyses(*STUDIES)
+    page = report.index_html(REPO)
+    prose = _Prose()
+    prose.feed(page)
+    text = "".join(prose.text)
+    assert "on the machine it ran on (the machine column)" in text and "this machine" not in text

@@ -28,7 +28,7 @@ import pandas as pd
 from pglab.analysis import over_runs, placement, tally
 from pglab.analysis.stats import interval_words
 from pglab.analysis.text import count
-from pglab.app import beside, report_notebook
+from pglab.app import beside, report_notebook, takeaway
 from pglab.app.report_notebook import Notebook
 from pglab.runs import record
 from pglab.studies import STUDIES, declaration
@@ -60,12 +60,16 @@ QUESTIONS: Mapping[str, str] = _Questions()
 _VERDICT_CLASS = {"held": "held", "did not hold": "not", "not resolvable here": "open",
                   "not measurable here": "na"}
 _STYLE = """
-body{font:15px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1180px;padding:0 24px 48px;color:#222}
+body{font:15px/1.45 system-ui,"IPAGothic","Noto Sans CJK JP",sans-serif;margin:0 auto;max-width:1180px;
+padding:0 24px 48px;color:#222}
 h1{font-size:1.6em;margin:28px 0 4px}h2{margin-top:36px;border-bottom:1px solid #ddd;padding-bottom:4px}
 .question{font-size:1.15em;margin:6px 0 18px}.meta{color:#555}
 table{border-collapse:collapse;margin:8px 0;font-size:.92em}th,td{border:1px solid #ccc;padding:4px 8px;
 vertical-align:top;text-align:left}th{background:#f3f3f3}td.num{text-align:right;white-space:nowrap}
 .held{background:#dff3df}.not{background:#f8dcdc}.open{background:#fff5d6}.na{background:#eeeeee}
+.hw{background:repeating-linear-gradient(135deg,#fbe9cf 0 8px,#f6dfbd 8px 16px)}
+.takeaway{background:#f6f8fa;border-left:4px solid #8aa;padding:8px 12px;margin:0 0 12px}
+code{font-size:.92em;background:#f2f2f2;padding:0 2px;border-radius:3px}
 figure{margin:18px 0}figure img{max-width:100%;border:1px solid #eee}figcaption{color:#444;margin-top:4px}
 pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:.85em}details{margin:24px 0}
 summary{cursor:pointer;font-weight:600}.table{overflow-x:auto}
@@ -77,10 +81,13 @@ summary{cursor:pointer;font-weight:600}.table{overflow-x:auto}
 LEGEND = ("<p class=\"meta\"><span class=\"held\">held</span>: the 95% interval lies where the claim's rule "
           "wants it. <span class=\"not\">did not hold</span>: it lies wholly outside. <span class=\"open\">not "
           "resolvable here</span>: neither yet (the report says what would settle it). <span class=\"na\">not "
-          "measurable here</span>: this run lacked what the claim needs, or this machine differs from the "
-          "article's in what the claim depends on (the verdict it would give here is kept apart, never "
-          "counted). A verdict marked <i>under an emulation</i> was made with that property of the article's "
-          "machine imitated and measured (docs/emulation.md), and is counted apart.</p>")
+          "measurable here</span>: the run lacked what the claim needs, or the machine it ran on differs from the "
+          "article's in what the claim depends on (the verdict it would give there is kept apart, never "
+          "counted): a difference of hardware is grey, never red. A verdict marked <i>under an emulation</i> was "
+          "made with that property of the article's machine imitated and measured (docs/emulation.md), and is "
+          "counted apart; <span class=\"hw\">did not hold, hardware differs</span>: the interval lies outside, "
+          "but the emulation left part of what the claim depends on unlike the article's (the row says which), so "
+          "it is no refutation.</p>")
 
 
 def emulation_html(manifest: dict[str, Any]) -> str:
@@ -97,6 +104,11 @@ def emulation_html(manifest: dict[str, Any]) -> str:
 
 def question(study: str) -> str:
     return QUESTIONS.get(study, "")
+
+
+def article(study: str) -> str:
+    """The article a study reproduces, in English ('002: PostgreSQL streaming replication, part 3: ...')."""
+    return declaration(study).article if study in STUDIES else ""
 
 
 def _num(value: Any, digits: int = 3) -> str:
@@ -120,8 +132,10 @@ def machine_facts(manifest: dict[str, Any], fsync_ops_s: float | None) -> str:
     return "; ".join(words)
 
 
-def verdict_rows(comparison: pd.DataFrame, facts: str) -> list[dict[str, str]]:
-    """The verdict table's cells, escaped: one row per claim of ``comparison.csv``."""
+def verdict_rows(comparison: pd.DataFrame, facts: str,
+                 manifest: Mapping[str, Any] | None = None) -> list[dict[str, str]]:
+    """The verdict table's cells, escaped: one row per claim of ``comparison.csv``; a verdict that did not hold
+    where an emulation left the machine unlike the article's (``takeaway.hardware_gap``) is marked as such."""
     rows = []
     for c in comparison.to_dict("records"):
         interval = (f" [{_num(c.get('ci_low'))}, {_num(c.get('ci_high'))}]"
@@ -141,15 +155,21 @@ def verdict_rows(comparison: pd.DataFrame, facts: str) -> list[dict[str, str]]:
                  f"A/A (baseline / baseline) {aa}" if aa else "",
                  f"noise floor +-{100 * floor:.0f}% per point" if isinstance(floor, float) and not math.isnan(floor)
                  else "", *spread_words(c)]
+        gap = takeaway.hardware_gap(c, manifest or {}) if c["verdict"] == "did not hold" else ""
         rows.append({
+            "_class": "hw" if gap else "",
             "claim": html.escape(str(c["claim"])),
             "article": _num(c.get("published")),
             "reproduced": f"{_num(c.get('reproduced'))}{interval}<br><small>{html.escape(words)}</small>",
             "rule": html.escape(_text(c.get("rule", c.get("tested")))),
             "verdict": html.escape(str(c["verdict"])),
-            "depends on": machine + ("<br><small><b>made under an emulation</b>, counted apart: "
-                                     f"{html.escape(tally.emulated(c))}</small>" if tally.emulated(c) else ""),
-            "evidence": html.escape("; ".join(x for x in (_text(c.get("note")), *extra) if x)),
+            "depends on": report_notebook.code_spans(machine)
+            + ("<br><small><b>made under an emulation</b>, counted apart: "
+               f"{html.escape(tally.emulated(c))}</small>" if tally.emulated(c) else "")
+            + (f"<br><small><b>hardware differs</b>: {html.escape(gap)}; a difference of hardware, not a "
+               "refutation</small>" if gap else ""),
+            "evidence": report_notebook.code_spans(
+                html.escape("; ".join(x for x in (_text(c.get("note")), *extra) if x))),
         })
     return rows
 
@@ -189,7 +209,7 @@ def _table(rows: list[dict[str, str]], columns: tuple[str, ...], cls: str = "") 
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = []
     for r in rows:
-        tr_cls = _VERDICT_CLASS.get(html.unescape(r.get("verdict", "")), "")
+        tr_cls = r.get("_class") or _VERDICT_CLASS.get(html.unescape(r.get("verdict", "")), "")
         cells = "".join(f"<td{' class=num' if c == 'article' else ''}>{r.get(c, '')}</td>"
                         for c in columns)
         body.append(f"<tr class=\"{tr_cls}\">{cells}</tr>")
@@ -219,14 +239,20 @@ def _fsync(derived: Path) -> float | None:
 
 
 def study_html(study: str, nb: Notebook, comparison: pd.DataFrame, manifest: dict[str, Any],
-               fsync_ops_s: float | None, beside_html: str = "") -> str:
+               fsync_ops_s: float | None, beside_html: str = "", summary: pd.DataFrame | None = None) -> str:
     """The report of one study (pure: the same inputs give the same bytes); ``beside_html``: your run's claims
-    beside the shipped reference's (``pglab.app.beside``), after the verdicts."""
+    beside the shipped reference's (``pglab.app.beside``), after the verdicts; ``summary``: its summary.csv, what
+    the takeaway says was measured when no claim got a number."""
     asked = question(study) or nb.title
     facts, run = machine_facts(manifest, fsync_ops_s), run_facts(manifest)
+    number, _, title = article(study).partition(": ")
     out = [f"<h1>{html.escape(study)}: {html.escape(nb.title.split(': ', 1)[-1])}</h1>",
            f"<p class=\"question\"><b>The question:</b> {html.escape(asked)}</p>",
-           "<h2 id=\"verdicts\">Verdicts</h2>", _table(verdict_rows(comparison, facts), VERDICT_COLUMNS, "verdicts"),
+           f"<p class=\"meta\"><b>The article ({html.escape(number)}):</b> {html.escape(title)}</p>" if title else "",
+           takeaway.paragraph(comparison, manifest, summary),
+           "<h2 id=\"verdicts\">Verdicts</h2>",
+           "<div class=\"table\">" + _table(verdict_rows(comparison, facts, manifest), VERDICT_COLUMNS, "verdicts")
+           + "</div>",
            "<p class=\"meta\">Each claim is a ratio measured in blocks that run every configuration back to back, "
            "divided within its block by the baseline. The verdict is the rule beside it applied to the 95% interval "
            "(no verdict while baseline / baseline excludes 1); the study's docs page states every rule and margin. "
@@ -236,10 +262,9 @@ def study_html(study: str, nb: Notebook, comparison: pd.DataFrame, manifest: dic
            "<p class=\"meta\">" + " | ".join(f"{k}: {html.escape(v)}" for k, v in run.items()) + "</p>"]
     figures = [f for s in nb.sections for f in s.figures]
     out.append("<h2 id=\"figures\">Figures</h2>")
-    for i, fig in enumerate(figures, 1):
-        caption = html.escape(fig.caption.replace("`", ""))
-        out.append(f"<figure><img alt=\"{caption}\" src=\"data:image/png;base64,{fig.png_base64}\">"
-                   f"<figcaption>Figure {i}. {caption}</figcaption></figure>")
+    empty = takeaway.nothing_reproduced(comparison)  # the comparison chart has nothing to draw: folded, said why
+    out += [report_notebook.figure_html(i, fig, empty and fig.name == "published_vs_reproduced")
+            for i, fig in enumerate(figures, 1)]
     out.append("<h2 id=\"details\">Details</h2>")
     out.append(f"<details open><summary>How the study works</summary>{nb.intro}</details>")
     for s in nb.sections:
@@ -247,7 +272,7 @@ def study_html(study: str, nb: Notebook, comparison: pd.DataFrame, manifest: dic
             continue
         shown = [f"Figure {figures.index(f) + 1}" for f in s.figures]
         see = f"<p class=\"meta\">See {', '.join(shown)}.</p>" if shown else ""
-        out.append(f"<h3>{html.escape(s.heading)}</h3>{see}{''.join(s.parts)}")
+        out.append(f"<h3>{report_notebook.inline(s.heading)}</h3>{see}{''.join(s.parts)}")
     out.append(f"<details><summary>Parameters (papermill)</summary><pre>{html.escape(nb.parameters)}</pre></details>")
     return _page(f"pglab report: {study}", "".join(out))
 
@@ -279,7 +304,8 @@ def write_study(study: str, root: Path, reference: Path | None = None) -> Path:
     comparison = pd.read_csv(derived / "comparison.csv")
     side = "" if reference is None else beside.section_html(study, beside.read(reference, study),
                                                              beside.Side(comparison, manifest))
-    page = study_html(study, report_notebook.read(executed), comparison, manifest, _fsync(derived), side)
+    summary = pd.read_csv(derived / "summary.csv") if (derived / "summary.csv").exists() else None
+    page = study_html(study, report_notebook.read(executed), comparison, manifest, _fsync(derived), side, summary)
     out = root / "reports" / f"{study}.html"
     out.write_text(page, encoding="utf-8")
     return out
@@ -311,6 +337,11 @@ def index_html(root: Path, reference: Path | None = None) -> str:
                     "measured; counted apart): " + ", ".join(
                         f"<span class=\"{_VERDICT_CLASS[v]}\">{int((under == v).sum())} {html.escape(v)}</span>"
                         for v in _VERDICT_CLASS if (under == v).any()))
+    gaps = sum(1 for side in sides.values() for c in side.comparison.to_dict("records")
+               if c["verdict"] == "did not hold" and takeaway.hardware_gap(c, side.manifest))
+    if gaps:
+        counted += (f"; <span class=\"hw\">{gaps} of those that did not hold: hardware differs</span> (the emulation "
+                    "left part of what the claim depends on unlike the article's machine: no refutation)")
     title, lead = (("pglab: your runs beside the shipped reference",
                     "Your runs of the studies (in yours/), each claim's verdict beside the shipped reference run's "
                     "(the <b>reference</b> column; the verdicts column is yours). Open a study for its claims side "

@@ -18,12 +18,14 @@ import base64
 import html
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import mistune
+from mistune.core import BlockState
 from mistune.util import striptags
 
 #: per-cell and per-notebook metadata papermill and the kernel fill with times of this execution
@@ -44,6 +46,10 @@ _ATTRS = frozenset({"align", "alt", "border", "class", "colspan", "halign", "hre
 _EMBEDDED = re.compile(r"data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/=\s]*\Z")
 _PLAIN_STYLE = re.compile(r"[\w\s:;.,%#-]*\Z")
 _CONTROL = re.compile(r"[\x00-\x20\x7f]+")  # browsers drop these from a URL: "java\tscript:" is javascript:
+#: a code span the analysis writes in plain text (a setting or a profile: `standby_hosts`, `runs: 5`, `emulate:
+#: flush_latency_ms: [hdd_7200]`): no pipe, star, angle bracket, quote or parenthesis inside, so neither markup nor
+#: a stray backtick in user text spans one (a user's label with a `word` in backticks shows it as code too: inert)
+_CODE_SPAN = re.compile(r"`([A-Za-z_][\w.:/=\[\], -]{0,60})`")
 
 
 def local_url(url: str) -> bool:
@@ -178,12 +184,32 @@ def markdown(text: str) -> str:
     return clean_html(str(_markdown(text)))
 
 
+def code_spans(escaped: str) -> str:
+    """Escaped text (or HTML) with the `code spans` of plain text as ``<code>``: comparison.csv's notes are text,
+    not markdown, and a verdict line escapes their backticks (``analysis.text.escape_text``), which a report would
+    otherwise show as typed."""
+    return _CODE_SPAN.sub(r"<code>\1</code>", escaped)
+
+
+def inline(text: str) -> str:
+    """One line of markdown (a heading, a caption) as inline HTML: a code span as ``<code>``, no paragraph, and
+    nothing read as a block (a caption "1. x" stays text, not a list)."""
+    return clean_html(str(_markdown.renderer(_markdown.inline(text, {}), BlockState())))
+
+
+def plain(text: str) -> str:
+    """One line of markdown as plain text (an image's alt text): the markup's characters dropped."""
+    return html.unescape(striptags(inline(text)))
+
+
 @dataclass
 class Figure:
-    """An image a cell displayed, with the heading of the section it was shown under."""
+    """An image a cell displayed, with the heading of the section it was shown under; ``name``: the analysis'
+    figure it is (``result.figures["<name>"]`` in the cell's code), '' when the code does not say which."""
 
     caption: str
     png_base64: str
+    name: str = ""
 
 
 @dataclass
@@ -203,6 +229,17 @@ class Notebook:
     parameters: str  # the parameters cell and papermill's injected one, as text
 
 
+def figure_html(number: int, fig: Figure, empty: bool = False) -> str:
+    """Figure ``number`` with its caption; ``empty``: a chart with no value drawn (every claim unmeasured), folded
+    under a caption that says so, so a reader does not take its blank axes for a result."""
+    img = f"<img alt=\"{html.escape(plain(fig.caption))}\" src=\"data:image/png;base64,{fig.png_base64}\">"
+    caption = f"Figure {number}. {inline(fig.caption)}"
+    if empty:
+        return (f"<figure><details><summary>{caption}: nothing to draw, as no claim got a number in this run (the "
+                f"chart shows only where each rule would want the interval)</summary>{img}</details></figure>")
+    return f"<figure>{img}<figcaption>{caption}</figcaption></figure>"
+
+
 def _source(cell: dict[str, Any]) -> str:
     src = cell.get("source", "")
     return "".join(src) if isinstance(src, list) else str(src)
@@ -212,7 +249,18 @@ def _text(value: Any) -> str:
     return "".join(value) if isinstance(value, list) else str(value)
 
 
-def _output_html(out: dict[str, Any], section: Section) -> None:
+#: how a notebook's code displays one of the analysis' figures: ``result.figures["ratio_to_on"]``
+_FIGURE_NAME = re.compile(r"figures\[\s*[\"'](\w+)[\"']\s*\]")
+
+
+def _figure_names(cell: dict[str, Any]) -> Iterator[str]:
+    """The figures a code cell displays, in order, when its code names one per image it shows; else ''s."""
+    names = _FIGURE_NAME.findall(_source(cell))
+    shown = sum(1 for o in cell.get("outputs", []) if "image/png" in o.get("data", {}))
+    return iter(names if len(names) == shown else [])
+
+
+def _output_html(out: dict[str, Any], section: Section, names: Iterator[str] | None = None) -> None:
     kind = out.get("output_type")
     if kind == "stream":
         section.parts.append(f"<pre class=\"out\">{html.escape(_text(out.get('text', '')))}</pre>")
@@ -223,11 +271,11 @@ def _output_html(out: dict[str, Any], section: Section) -> None:
     if "image/png" in data:
         png = _text(data["image/png"]).replace("\n", "")
         base64.b64decode(png, validate=True)  # a broken image fails the report, not the reader's browser
-        section.figures.append(Figure(section.heading, png))
+        section.figures.append(Figure(section.heading, png, next(names, "") if names else ""))
     elif "text/html" in data:
         section.parts.append(f"<div class=\"table\">{clean_html(_text(data['text/html']))}</div>")
     elif "text/markdown" in data:
-        section.parts.append(markdown(_text(data["text/markdown"])))
+        section.parts.append(code_spans(markdown(_text(data["text/markdown"]))))
     elif "text/plain" in data:
         section.parts.append(f"<pre class=\"out\">{html.escape(_text(data['text/plain']))}</pre>")
 
@@ -256,6 +304,7 @@ def read(path: Path) -> Notebook:
             continue
         if not sections:
             sections.append(Section(""))
+        names = _figure_names(cell)
         for out in cell.get("outputs", []):
-            _output_html(out, sections[-1])
+            _output_html(out, sections[-1], names)
     return Notebook(title, intro, sections, "\n\n".join(params))
