@@ -175,7 +175,9 @@ def test_no_workflow_loses_a_manual_run(checkout: Path) -> None:
 
     out = sh(checkout, "dvc", "repro", "analyze@synchronous_commit")
     assert "Running stage" not in out  # restored to the lock: nothing to do
-    sh(checkout, "pglab", "collect", "synchronous_commit", "--profile", "smoke", "--quiet")
+    assert (checkout / "yours/data/raw/synchronous_commit/manifest.json").exists()  # the first manual run's copy
+    # a manual run published into the pipeline's folder (not yours/, pglab collect's default), then adopted
+    sh(checkout, "pglab", "collect", "synchronous_commit", "--profile", "smoke", "--quiet", "--publish-root", "data")
     runs = archive(checkout)
     sh(checkout, "dvc", "commit", "-f", "collect@synchronous_commit")  # adopt the manual run (docs/dvc.md)
     out = sh(checkout, "dvc", "repro", "analyze@synchronous_commit")

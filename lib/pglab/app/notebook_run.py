@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -38,8 +39,10 @@ class NotebookError(PglabError):
 
 
 def execute(study: str, root: Path, reference: Path | None = None, log_level: int = logging.WARNING) -> Path:
-    """``notebooks/<study>.ipynb`` run into ``<root>/reports/<study>.ipynb`` on ``<root>/data`` (collect False,
-    figures into ``<root>/figures``), then ``<root>/reports/<study>.html`` (beside ``reference``'s run if given)."""
+    """``notebooks/<study>.ipynb`` run into ``<root>/reports/<study>.ipynb`` on ``<root>/data`` (collect False, figures
+    into ``<root>/figures``), then ``<root>/reports/<study>.html`` (beside ``reference``'s run if given). The notebook
+    is named relative to here: papermill records its path in the executed notebook, a DVC output, which must not
+    depend on where the checkout is."""
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
@@ -48,8 +51,8 @@ def execute(study: str, root: Path, reference: Path | None = None, log_level: in
     executed = root / "reports" / f"{study}.ipynb"
     params = {"collect": False, "data_root": str(root / "data"), "figures_root": str(root / "figures")}
     try:
-        papermill.execute_notebook(str(repo_root() / "notebooks" / f"{study}.ipynb"), str(executed), parameters=params,
-                                   progress_bar=False, log_output=False,
+        source = os.path.relpath(repo_root() / "notebooks" / f"{study}.ipynb")
+        papermill.execute_notebook(source, str(executed), parameters=params, progress_bar=False, log_output=False,
                                    kernel_manager_class=_kernels())
     except PapermillExecutionError as exc:
         raise NotebookError(f"the {study} notebook stopped in cell {exc.exec_count}: {exc.ename}: "

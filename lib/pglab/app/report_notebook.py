@@ -273,7 +273,8 @@ def _output_html(out: dict[str, Any], section: Section, names: Iterator[str] | N
         base64.b64decode(png, validate=True)  # a broken image fails the report, not the reader's browser
         section.figures.append(Figure(section.heading, png, next(names, "") if names else ""))
     elif "text/html" in data:
-        section.parts.append(f"<div class=\"table\">{clean_html(_text(data['text/html']))}</div>")
+        # a table's cells are text (the notes of comparison.csv): their `code spans` as <code>, as in the verdicts
+        section.parts.append(f"<div class=\"table\">{code_spans(clean_html(_text(data['text/html'])))}</div>")
     elif "text/markdown" in data:
         section.parts.append(code_spans(markdown(_text(data["text/markdown"]))))
     elif "text/plain" in data:
