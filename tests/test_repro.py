@@ -123,10 +123,11 @@ def test_the_estimate_comes_from_the_shipped_run() -> None:
 
 def test_a_busy_machine_is_said() -> None:
     quiet = [100, 0, 50, 850, 0, 0, 0, 0]
-    assert repro.busy_warning(quiet, [2 * x for x in quiet], 0.1, 2) == ""
+    assert repro.busy_warning(quiet, [2 * x for x in quiet], 0.05) == ""
     stolen = [200, 0, 100, 1700, 0, 0, 0, 200]
-    assert "steal" in repro.busy_warning(quiet, stolen, 0.1, 2)
-    assert "load 1.8 on 2 cores" in repro.busy_warning(quiet, [2 * x for x in quiet], 1.8, 2)
+    assert "steal" in repro.busy_warning(quiet, stolen, 0.05)
+    assert "60% of the CPU was in use" in repro.busy_warning(quiet, [2 * x for x in quiet], 0.6)
+    assert 0.0 <= repro.busy_share(0.05) <= 1.0
 
 
 def test_a_failing_notebook_is_one_line(tmp_path: Path) -> None:

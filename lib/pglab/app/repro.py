@@ -31,6 +31,8 @@ from pglab.studies import STUDIES, module
 ANALYSIS_S = 40.0
 #: CPU stolen by the hypervisor above this share of the machine during a study: its numbers are suspect
 STEAL_WARN = 0.05
+#: the share of the CPU in use, while pglab waits, above which a study starts on a busy machine
+BUSY_WARN = 0.25
 
 
 @dataclass(frozen=True)
@@ -92,18 +94,28 @@ def _cpu_times() -> list[int]:
         return [int(x) for x in f.readline().split()[1:]]
 
 
-def busy_warning(before: list[int], after: list[int], load_at_start: float, cores: int) -> str:
+def busy_share(seconds: float = 1.0) -> float:
+    """The share of the machine's CPU in use over ``seconds`` (idle and iowait left out), sampled while pglab itself
+    waits: at a study's start anything busy is someone else. Not the load average, which still counts the previous
+    study's analysis (and ``make setup``) a minute later."""
+    a = _cpu_times()
+    time.sleep(seconds)
+    d = [y - x for x, y in zip(a, _cpu_times(), strict=False)]
+    return 1.0 - (d[3] + d[4]) / sum(d) if len(d) > 4 and sum(d) else 0.0
+
+
+def busy_warning(before: list[int], after: list[int], busy_at_start: float) -> str:
     """A warning when the hypervisor stole CPU (``steal``, the 8th field of /proc/stat's cpu line) or something
-    else kept the machine busy before the run started; "" otherwise."""
+    else kept the machine busy as the run started; "" otherwise."""
     delta = [b - a for a, b in zip(before, after, strict=False)]
     steal = delta[7] / sum(delta) if len(delta) > 7 and sum(delta) else 0.0
     out = []
     if steal > STEAL_WARN:
         out.append(f"the hypervisor took {steal:.0%} of the CPU during the run (steal): its numbers are suspect; "
                    "re-run it on a quieter host")
-    if load_at_start > 0.5 * cores:
-        out.append(f"the machine was busy when the run started (load {load_at_start:.1f} on {cores} cores): "
-                   "something else was running; its numbers may be too")
+    if busy_at_start > BUSY_WARN:
+        out.append(f"{busy_at_start:.0%} of the CPU was in use by something else as the run started: its numbers "
+                   "may be too")
     return "; ".join(out)
 
 
@@ -123,7 +135,7 @@ def collect(study: str, profile: str | None) -> int:
             record(run, data_root="data")
 
 
-def closing(studies: list[str], failed: dict[str, str], reference: Path) -> str:
+def closing(studies: list[str], failed: dict[str, str], reference: Path, warnings: dict[str, str]) -> str:
     """The verdicts of your runs beside the reference's, in the reports' order and words, and where to look."""
     lines = ["", "Your runs (yours/reports/index.html), beside the shipped reference:"]
     for study in studies:
@@ -138,6 +150,8 @@ def closing(studies: list[str], failed: dict[str, str], reference: Path) -> str:
         lines.append(f"  {study}: {_count(own)}" + (f"; the reference: {_count(ref)}; {agree} of {len(rows)} "
                                                     "verdicts the same" if ref else ""))
         lines.append(f"    report: yours/reports/{study}.html")
+        if study in warnings:
+            lines.append(f"    warning: {warnings[study]}")
     return "\n".join(lines)
 
 
@@ -167,12 +181,13 @@ def cmd_repro(a: argparse.Namespace) -> int:
     if a.estimate:
         return 0
     failed: dict[str, str] = {}
-    started, cores = time.monotonic(), os.cpu_count() or 1
+    warnings: dict[str, str] = {}
+    started = time.monotonic()
     for i, study in enumerate(studies, 1):
         left = sum(plans[s].seconds or 0.0 for s in studies[i - 1:])
         print(f"\n== study {i} of {len(studies)}: {study} ({checked[study][0]}), about {minutes(plans[study].seconds)}"
               f"; about {minutes(left)} left in all (elapsed {minutes(time.monotonic() - started)})", flush=True)
-        load, before = os.getloadavg()[0], _cpu_times()
+        busy, before = busy_share(), _cpu_times()
         print(f"   setting up {study}: hosts checked, servers initialised and started (10-30 s), then its points",
               flush=True)
         code = collect(study, a.profile)
@@ -180,7 +195,7 @@ def cmd_repro(a: argparse.Namespace) -> int:
             failed[study] = f"pglab collect exited {code}; the run, if any, stays archived in data/runs/{study}/"
             print(f"pglab: {study}: {failed[study]}", file=sys.stderr, flush=True)
             continue
-        warning = busy_warning(before, _cpu_times(), load, cores)
+        warning = warnings[study] = busy_warning(before, _cpu_times(), busy)
         if warning:
             print(f"pglab: warning: {study}: {warning}", file=sys.stderr, flush=True)
         print(f"   analysing {study} (its notebook, then the report beside the reference)", flush=True)
@@ -195,7 +210,7 @@ def cmd_repro(a: argparse.Namespace) -> int:
     (YOURS / "reports" / "index.html").write_text(report.index_html(YOURS, root), encoding="utf-8")
     subprocess.run([sys.executable, "-m", "pglab.app.history", "--out", str(YOURS / "reports" / "history.html")],
                    check=False)
-    print(closing(studies, failed, root))
+    print(closing(studies, failed, root, {s: w for s, w in warnings.items() if w}))
     print(f"\n{len(studies) - len(failed)} of {len(studies)} studies measured and reported in "
           f"{minutes(time.monotonic() - started)}.")
     return 1 if failed else 0
