@@ -54,12 +54,12 @@ def value(c: dict[str, Any]) -> str:
     return shown + (f" [{_num(low)}, {_num(high)}]" if shown != "-" and not pd.isna(low) else "")
 
 
-def verdict_cell(c: dict[str, Any] | None) -> str:
+def verdict_cell(c: dict[str, Any] | None, title: str) -> str:
     if c is None:
-        return "<td>not in this run</td>"
+        return f"<td title=\"{title}\">not in this run</td>"
     v = str(c.get("verdict", ""))
     emu = " <small>(under an emulation)</small>" if tally.emulated(c) else ""
-    return f"<td class=\"{VERDICT_CLASS.get(v, '')}\">{html.escape(v)}{emu}</td>"
+    return f"<td title=\"{title}\" class=\"{VERDICT_CLASS.get(v, '')}\">{html.escape(v)}{emu}</td>"
 
 
 def claims_rows(reference: pd.DataFrame, yours: pd.DataFrame) -> list[dict[str, Any]]:
@@ -94,10 +94,13 @@ def section_html(study: str, reference: Side | None, yours: Side) -> str:
     body = []
     for r in rows:
         ref, own = r["reference"], r["yours"]
-        body.append(f"<tr><td>{html.escape(r['claim'])}</td><td class=num>{_num(r['published'])}</td>"
-                    f"<td class=num>{value(ref) if ref else '-'}</td>{verdict_cell(ref)}"
-                    f"<td class=num>{value(own) if own else '-'}</td>{verdict_cell(own)}"
-                    f"<td>{'same' if r['agree'] else '<b>differs</b>'}</td></tr>")
+        body.append(f"<tr><td title=\"claim\">{html.escape(r['claim'])}</td>"
+                    f"<td title=\"article\" class=num>{_num(r['published'])}</td>"
+                    f"<td title=\"reference\" class=num>{value(ref) if ref else '-'}</td>"
+                    f"{verdict_cell(ref, 'reference verdict')}"
+                    f"<td title=\"yours\" class=num>{value(own) if own else '-'}</td>"
+                    f"{verdict_cell(own, 'your verdict')}"
+                    f"<td title=\"verdicts\">{'same' if r['agree'] else '<b>differs</b>'}</td></tr>")
     agree = sum(r["agree"] for r in rows)
     diffs = machine_differences(reference.manifest, yours.manifest)
     what = ("<p>Nothing a verdict rests on differs between the two runs (host facts by class, tools, "

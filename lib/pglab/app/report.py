@@ -59,6 +59,8 @@ QUESTIONS: Mapping[str, str] = _Questions()
 
 _VERDICT_CLASS = {"held": "held", "did not hold": "not", "not resolvable here": "open",
                   "not measurable here": "na"}
+#: at phone width (700 px and less) the verdict, index and side-by-side tables become a card per row, each cell under
+#: its column's name (its title): a table seven columns wide cannot be read on a phone, nor scrolled sideways
 _STYLE = """
 body{font:15px/1.45 system-ui,"IPAGothic","Noto Sans CJK JP",sans-serif;margin:0 auto;max-width:1180px;
 padding:0 24px 48px;color:#222}
@@ -74,6 +76,12 @@ figure{margin:18px 0}figure img{max-width:100%;border:1px solid #eee}figcaption{
 pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:.85em}details{margin:24px 0}
 summary{cursor:pointer;font-weight:600}.table{overflow-x:auto}
 .dataframe thead th{text-align:right}.dataframe tbody th{vertical-align:top}
+@media (max-width:700px){body{padding:0 12px 32px}
+table.verdicts thead,table.index thead,table.beside thead{display:none}
+table.verdicts tr,table.index tr,table.beside tr{display:block;border:1px solid #ccc;margin:0 0 12px}
+table.verdicts td,table.index td,table.beside td{display:block;border:0;border-bottom:1px solid #eee;text-align:left}
+table.verdicts td::before,table.index td::before,table.beside td::before{content:attr(title);display:block;
+font-size:.8em;font-weight:600;color:#555}}
 """
 
 
@@ -210,7 +218,8 @@ def _table(rows: list[dict[str, str]], columns: tuple[str, ...], cls: str = "") 
     body = []
     for r in rows:
         tr_cls = r.get("_class") or _VERDICT_CLASS.get(html.unescape(r.get("verdict", "")), "")
-        cells = "".join(f"<td{' class=num' if c == 'article' else ''}>{r.get(c, '')}</td>"
+        # the column's name as the cell's title: at phone width each row is a card, every cell under its name
+        cells = "".join(f"<td title=\"{html.escape(c)}\"{' class=num' if c == 'article' else ''}>{r.get(c, '')}</td>"
                         for c in columns)
         body.append(f"<tr class=\"{tr_cls}\">{cells}</tr>")
     return f"<table class=\"{cls}\"><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
