@@ -60,7 +60,7 @@ def headline(comparison: pd.DataFrame, manifest: dict[str, Any]) -> dict[str, An
     keys for every study. The run (its id's random suffix), the verdicts counted on this machine as it is, how
     many were made under an emulated machine property (``emu``, counted apart: ``analysis.tally``), the noise
     floor (3 decimals), and the study's first claim (its headline, named in its docs page) as ratio with its
-    interval. The full numbers are in ``details.json`` and the derived tables."""
+    interval (3 significant digits). The full numbers are in ``details.json`` and the derived tables."""
     own, under = tally.split(comparison)
     counts = own.value_counts()
     out: dict[str, Any] = {"run": str(manifest["run_id"]).rsplit("-", 1)[-1]}
@@ -71,7 +71,8 @@ def headline(comparison: pd.DataFrame, manifest: dict[str, Any]) -> dict[str, An
     first = comparison.dropna(subset=["reproduced"]).head(1).to_dict("records")
     for key, col in (("ratio", "reproduced"), ("low", "ci_low"), ("high", "ci_high")):
         value = first[0].get(col) if first else None
-        out[key] = None if value is None or pd.isna(value) else round(float(value), 3)
+        # 3 significant digits (11.2, 0.991): a ratio of 10 or more at 3 decimals widened `dvc metrics show` past 120
+        out[key] = None if value is None or pd.isna(value) else float(f"{float(value):.3g}")
     return out
 
 
