@@ -113,7 +113,9 @@ def test_background_process_wait_and_stop(host: Host) -> None:
         long = host.start(["sleep", "300"], f"{base}/o2", f"{base}/e2")
         assert long.running() and host.pid_alive(long.pid)
         long.stop(grace_s=3)
-        time.sleep(0.2)
+        deadline = time.monotonic() + 5  # SIGKILL sent: gone once the kernel reaps it (slower on a loaded machine)
+        while host.pid_alive(long.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert not host.pid_alive(long.pid)
     finally:
         host.remove_tree(base)

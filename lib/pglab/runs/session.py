@@ -302,12 +302,23 @@ def session(inventory: Inventory, store: RunStore | None = None, tls: bool = Fal
 
 
 def _stop_node(node: Node, errors: list[str]) -> dict[str, Any] | None:
-    """Stop ``node``; its leftover entry when it still runs."""
-    with _collect(errors):
-        node.stop()
-    running = True
-    with _collect(errors):
-        running = node.is_running()
+    """Stop ``node``; its leftover entry when it still runs.
+
+    An SSH host whose connection broke (seen on a loaded 2-core machine: the tunnel's channel closed with a broken
+    pipe while the node's connection was released) is asked again once on a fresh connection: stopping and asking
+    whether it runs are safe to repeat, and a node left running over a dropped socket made the run cleanup_failed."""
+    for attempt in (1, 2):
+        tried: list[str] = []
+        with _collect(tried):
+            node.stop()
+        running = True
+        with _collect(tried):
+            running = node.is_running()
+        if not running or attempt == 2 or node.host.is_local or not tried:
+            errors.extend(tried)
+            break
+        with _collect(errors):
+            node.host.close()  # the next command opens a new SSH connection (fabric reconnects on use)
     if running:
         return {"kind": "node", "host": node.host.name, "node": node.name, "data_dir": node.data_dir}
     return None
