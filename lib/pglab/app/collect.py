@@ -40,7 +40,8 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
                                        "params/hosts.yaml; `pglab lab up` writes params/lab.yaml)")
     c.add_argument("--data-root", default="data", help="where runs are archived: <data-root>/runs/<study>/<run-id>")
     c.add_argument("--publish-root", help="where a finished run is copied for analysis, <publish-root>/raw/<study> "
-                                          "(default: the data root, as a DVC collect stage does)")
+                                          "(default: the data root, as a DVC collect stage does; `pglab collect` "
+                                          "from the default data root copies it to yours/data)")
     c.add_argument("--quiet", action="store_true", help="no progress bar")
     c.add_argument("--accept-failed", action="store_true",
                    help="publish a partial run (some points failed) for analysis all the same")
