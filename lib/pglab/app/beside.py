@@ -41,17 +41,20 @@ def read(root: Path, study: str) -> Side | None:
     return Side(pd.read_csv(table), record.read(raw, study))
 
 
-def _num(v: Any) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
+def num(value: Any, digits: int = 3) -> str:
+    """A value in a report's cell: ``digits`` significant digits, ``-`` when missing, text escaped."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value == "":
         return "-"
-    return f"{v:.3g}" if isinstance(v, (int, float)) else html.escape(str(v))
+    if isinstance(value, (int, float)):
+        return f"{value:.{digits}g}"
+    return html.escape(str(value))
 
 
 def value(c: dict[str, Any]) -> str:
     """A claim's measured value and its interval, ``1.19 [1.17, 1.2]``, or ``-``."""
     low, high = c.get("ci_low"), c.get("ci_high")
-    shown = _num(c.get("reproduced"))
-    return shown + (f" [{_num(low)}, {_num(high)}]" if shown != "-" and not pd.isna(low) else "")
+    shown = num(c.get("reproduced"))
+    return shown + (f" [{num(low)}, {num(high)}]" if shown != "-" and not pd.isna(low) else "")
 
 
 def verdict_cell(c: dict[str, Any] | None, title: str) -> str:
@@ -95,7 +98,7 @@ def section_html(study: str, reference: Side | None, yours: Side) -> str:
     for r in rows:
         ref, own = r["reference"], r["yours"]
         body.append(f"<tr><td title=\"claim\">{html.escape(r['claim'])}</td>"
-                    f"<td title=\"article\" class=num>{_num(r['published'])}</td>"
+                    f"<td title=\"article\" class=num>{num(r['published'])}</td>"
                     f"<td title=\"reference\" class=num>{value(ref) if ref else '-'}</td>"
                     f"{verdict_cell(ref, 'reference verdict')}"
                     f"<td title=\"yours\" class=num>{value(own) if own else '-'}</td>"

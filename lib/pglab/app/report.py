@@ -29,6 +29,7 @@ from pglab.analysis import over_runs, placement, tally
 from pglab.analysis.stats import interval_words
 from pglab.analysis.text import count
 from pglab.app import beside, report_notebook, takeaway
+from pglab.app.beside import num as _num
 from pglab.app.report_notebook import Notebook
 from pglab.runs import record
 from pglab.studies import STUDIES, declaration
@@ -57,8 +58,7 @@ class _Questions(Mapping[str, str]):
 
 QUESTIONS: Mapping[str, str] = _Questions()
 
-_VERDICT_CLASS = {"held": "held", "did not hold": "not", "not resolvable here": "open",
-                  "not measurable here": "na"}
+_VERDICT_CLASS = beside.VERDICT_CLASS
 #: at phone width (700 px and less) the verdict, index and side-by-side tables become a card per row, each cell under
 #: its column's name (its title): a table seven columns wide cannot be read on a phone, nor scrolled sideways
 _STYLE = """
@@ -117,14 +117,6 @@ def question(study: str) -> str:
 def article(study: str) -> str:
     """The article a study reproduces, in English ('002: PostgreSQL streaming replication, part 3: ...')."""
     return declaration(study).article if study in STUDIES else ""
-
-
-def _num(value: Any, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)) or value == "":
-        return "-"
-    if isinstance(value, (int, float)):
-        return f"{value:.{digits}g}"
-    return html.escape(str(value))
 
 
 def machine_facts(manifest: dict[str, Any], fsync_ops_s: float | None) -> str:
