@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
+import socketserver
 import stat
+import threading
 import time
 from pathlib import Path
 
@@ -162,6 +165,40 @@ def test_ports_are_drawn_outside_the_ephemeral_range() -> None:
     assert outside_ephemeral(32760, 32780, "32768\t60999") == list(range(32760, 32768))
     assert outside_ephemeral(40000, 40010, "32768 60999") == list(range(40000, 40010))
     assert outside_ephemeral(100, 105, "") == list(range(100, 105))
+
+
+def test_a_tunnel_outlives_a_channel_that_did_not_open(sshd_server) -> None:
+    """A connection the SSH server cannot forward is closed alone, with its reason kept; the forward goes on
+    accepting (fabric's stopped for good), and carries more than a chunk each way."""
+    host = SSHHost("fwd", sshd_server.host, sshd_server.user, sshd_server.port, sshd_server.key_filename,
+                   sshd_server.known_hosts)
+    with socket.socket() as probe:  # a port nothing listens on yet
+        probe.bind(("127.0.0.1", 0))
+        target = probe.getsockname()[1]
+    try:
+        local = host.tunnel(target)
+        with socket.create_connection(("127.0.0.1", local), timeout=10) as c:
+            assert c.recv(1) == b""  # closed: the server could not connect to the target
+        assert "ChannelException" in (host.tunnel_error(local) or "")
+        with socketserver.TCPServer(("127.0.0.1", target), _Echo) as echo:
+            threading.Thread(target=echo.serve_forever, daemon=True).start()
+            payload = os.urandom(300_000)
+            with socket.create_connection(("127.0.0.1", local), timeout=10) as c:
+                c.sendall(payload)
+                c.shutdown(socket.SHUT_WR)
+                got = b"".join(iter(lambda: c.recv(65536), b""))
+            echo.shutdown()
+        assert got == payload
+    finally:
+        host.close()
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", local), timeout=2).close()
+
+
+class _Echo(socketserver.StreamRequestHandler):
+    def handle(self) -> None:
+        while data := self.request.recv(65536):
+            self.request.sendall(data)
 
 
 def test_ssh_host_key_is_verified(sshd_server, tmp_path, monkeypatch) -> None:

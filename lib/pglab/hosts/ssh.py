@@ -10,12 +10,14 @@ import contextlib
 import io
 import os
 import shlex
-import socket
-import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pglab.errors import UserError
 from pglab.hosts.base import Host, _open_private, state_dir
+
+if TYPE_CHECKING:
+    from pglab.hosts.forward import Forward
 
 
 def learned_host_keys() -> Path:
@@ -69,7 +71,7 @@ class SSHHost(Host):
             policy = _RecordPolicy(learned)
         client.set_missing_host_key_policy(policy)
         self._tunnels = contextlib.ExitStack()
-        self._tunnel_ports: dict[tuple[str, int], int] = {}
+        self._tunnel_ports: dict[tuple[str, int], Forward] = {}
 
     @property
     def login_user(self) -> str:
@@ -114,22 +116,20 @@ class SSHHost(Host):
 
         ``fresh``: a new forward even if one exists (the old one stays open until the host closes).
         """
+        from pglab.hosts.forward import Forward
+
         key = (remote_host, remote_port)
         if key in self._tunnel_ports and not fresh:
-            return self._tunnel_ports[key]
-        with contextlib.closing(socket.socket()) as s:
-            s.bind(("127.0.0.1", 0))
-            local_port = s.getsockname()[1]
-        self._tunnels.enter_context(self.conn.forward_local(local_port, remote_port=remote_port,
-                                                            remote_host=remote_host))
-        deadline = time.monotonic() + 10  # fabric binds the local port in its own thread: wait for it
-        while time.monotonic() < deadline:
-            with contextlib.closing(socket.socket()) as s:
-                if s.connect_ex(("127.0.0.1", local_port)) == 0:
-                    self._tunnel_ports[key] = local_port
-                    return local_port
-            time.sleep(0.02)
-        raise UserError(f"host {self.name}: tunnel to port {remote_port} did not open")
+            return self._tunnel_ports[key].port
+        self.conn.open()  # no-op when connected; reconnects after the transport dropped
+        forward = Forward(self.conn.transport, key)
+        self._tunnels.callback(forward.close)
+        self._tunnel_ports[key] = forward
+        return forward.port
+
+    def tunnel_error(self, local_port: int) -> str | None:
+        """Why the forward on ``local_port`` last failed to open a channel, if it did (for error messages)."""
+        return next((f.last_error for f in self._tunnel_ports.values() if f.port == local_port), None)
 
     def close(self) -> None:
         self._tunnels.close()

@@ -299,14 +299,21 @@ class Node(Target):
         try:
             conn = GuardedConnection.connect(autocommit=autocommit, cursor_factory=GuardedCursor,
                                              **self.conninfo(dbname, deadline))
-        except psycopg.errors.ConnectionTimeout:
+        except psycopg.OperationalError as first:
             if self.host.is_local:
                 raise
-            # Seen once in a full test run: a connection through a working SSH tunnel that never got an
-            # answer. One more try through a new forward, then the error stands.
+            # Seen in full test runs on a loaded machine: a connection through a working SSH tunnel that
+            # never got an answer, or that the tunnel dropped. One more try through a new forward, then
+            # the error stands, with the reason the forward gave if it gave one.
+            why = self.host.tunnel_error(self.conninfo(dbname, deadline)["port"])  # type: ignore[attr-defined]
             self.host.tunnel(self.port, self.host.data_address, fresh=True)  # type: ignore[attr-defined]
-            conn = GuardedConnection.connect(autocommit=autocommit, cursor_factory=GuardedCursor,
-                                             **self.conninfo(dbname, deadline))
+            try:
+                conn = GuardedConnection.connect(autocommit=autocommit, cursor_factory=GuardedCursor,
+                                                 **self.conninfo(dbname, deadline))
+            except psycopg.OperationalError as exc:
+                if not why:
+                    raise
+                raise type(exc)(f"{exc} (the SSH forward to {self.host.name} before a retry: {why})") from first
         conn.pglab_node = self
         conn.pglab_timeout = deadline
         return conn
