@@ -34,6 +34,11 @@ def _kernels() -> type:
     return IpcKernelManager
 
 
+#: the kernel's own log (ipykernel logs "KeyboardInterrupt caught in kernel" when a failed run's kernel is shut
+#: down) stays out of the one line a failure prints; a cell's error reaches it through papermill
+QUIET_KERNEL = ["--IPKernelApp.log_level=CRITICAL"]
+
+
 class NotebookError(PglabError):
     """A cell of a study's notebook raised: its message, without papermill's traceback."""
 
@@ -53,7 +58,7 @@ def execute(study: str, root: Path, reference: Path | None = None, log_level: in
     try:
         source = os.path.relpath(repo_root() / "notebooks" / f"{study}.ipynb")
         papermill.execute_notebook(source, str(executed), parameters=params, progress_bar=False, log_output=False,
-                                   kernel_manager_class=_kernels())
+                                   kernel_manager_class=_kernels(), extra_arguments=QUIET_KERNEL)
     except PapermillExecutionError as exc:
         raise NotebookError(f"the {study} notebook stopped in cell {exc.exec_count}: {exc.ename}: "
                             f"{str(exc.evalue).splitlines()[0] if exc.evalue else ''} (the executed notebook, "
