@@ -23,6 +23,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from pglab.app import builds_cli
 from pglab.errors import ParameterError, UserError
 from pglab.hosts import builds
 from pglab.hosts.builds import Build, bindir, catalogue, fetch, present, resolve, server_version
@@ -213,14 +214,14 @@ def test_the_command_line(root: Path, tmp_path: Path, capsys: pytest.CaptureFixt
     url, integrity = tgz(tmp_path / "b.tgz", package())
     cat = tmp_path / "c.yaml"
     cat.write_text(f"builds:\n  embedded-99: {fake(url, integrity).model_dump(exclude={'id'}, exclude_none=True)}\n")
-    assert builds.main(["--catalogue", str(cat), "list"]) == 0
+    assert builds_cli.main(["--catalogue", str(cat), "list"]) == 0
     listed = capsys.readouterr().out.split()
     assert listed == ["embedded-99", "embedded", "99.1", "absent", str(root / "embedded-99/bin")]
-    assert builds.main(["--catalogue", str(cat), "fetch", "99", "--quiet"]) == 0
+    assert builds_cli.main(["--catalogue", str(cat), "fetch", "99", "--quiet"]) == 0
     assert capsys.readouterr().out == f"embedded-99: PostgreSQL 99.1 in {root}/embedded-99/bin\n"
-    assert builds.main(["--catalogue", str(cat), "list"]) == 0
+    assert builds_cli.main(["--catalogue", str(cat), "list"]) == 0
     assert "present" in capsys.readouterr().out.split()
-    assert builds.main(["--catalogue", str(cat), "fetch", "99", "12"]) == 2
+    assert builds_cli.main(["--catalogue", str(cat), "fetch", "99", "12"]) == 2
     assert "'12' is no PostgreSQL build" in capsys.readouterr().err
 
 
@@ -268,3 +269,13 @@ def test_the_real_embedded_13_runs_a_cluster_as_the_postgres_user(monkeypatch: p
             subprocess.run([*as_server, str(bin_ / "pg_ctl"), "-D", data, "-m", "fast", "-w", "stop"], cwd=base,
                            capture_output=True, timeout=120)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_setup_fetches_the_builds_the_profiles_name(tmp_path: Path) -> None:
+    """``make setup`` runs ``pglab builds fetch --named-in params``: every profile's ``postgres:``, once each."""
+    (tmp_path / "a.yaml").write_text("profile: quick\nprofiles:\n  quick: {postgres: 18}\n  paper: {postgres: '13'}\n"
+                                     "  smoke: {}\n")
+    (tmp_path / "b.yaml").write_text("profiles:\n  quick: {postgres: embedded-18}\n  smoke: {postgres: 18}\n")
+    (tmp_path / "hosts.yaml").write_text("hosts:\n  local: {kind: local}\n")
+    assert builds_cli.named_in(tmp_path) == ["18", "13", "embedded-18"]
+    assert builds_cli.named_in(Path(__file__).parent.parent / "params") == []  # the shipped profiles: Debian's

@@ -23,6 +23,9 @@ SNIFF_BYTES = 8192  # where a NUL byte says "binary"
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # what no quoting keeps on one line: newline, CR, NUL, escape...
 
 
+#: an absolute path of plain characters: what may go into a command line or an inventory check unquoted
+PLAIN_PATH = re.compile(r"/[A-Za-z0-9._+@/-]*")
+
 def one_line(v: str | None) -> str | None:
     """``v`` if it holds no control character, else ValueError (for pydantic validators): a value that goes into
     an environment variable, a command's argument, a path or a report must stay one line of text."""

@@ -130,7 +130,7 @@ def cmd_parse(a: argparse.Namespace) -> int:
 
 def cmd_check(a: argparse.Namespace) -> int:
     from pglab.app.collect import load_params
-    from pglab.hosts import netcheck
+    from pglab.hosts import builds, netcheck
     from pglab.hosts.inventory import load_inventory
     from pglab.runs import preflight
 
@@ -159,6 +159,13 @@ def cmd_check(a: argparse.Namespace) -> int:
             host.close()
     for tool, path in preflight.local_tools().items():
         print(f"{'ok  ' if path else 'warn'} client {tool}: {path or 'not found'}")
+    for build in builds.catalogue().values():  # the servers a profile's `postgres:` (or --postgres) may name
+        if builds.present(build):
+            print(f"ok   postgres {build.id}: {build.version or builds.server_version(build)} ({build.family} build), "
+                  f"{builds.bindir(build)}")
+        else:
+            print(f"info postgres {build.id}: not fetched (fetched by the first run that names it, or "
+                  f"`pglab builds fetch {build.major}`)")
     for study in a.studies:
         try:
             _, p, inv = load_params(study, a.params, a.profile)
@@ -314,6 +321,11 @@ def build_parser(only_parse: bool = False) -> argparse.ArgumentParser:
     from pglab.app.emulation_cli import add_parser as add_emulation
 
     add_emulation(sub)
+    from pglab.app import builds_cli
+
+    builds_cli.add_arguments(sub.add_parser("builds", help="PostgreSQL builds of other majors (13-18): list them, "
+                                                           "or fetch them once (a profile's `postgres:` names one)"))
+    sub.choices["builds"].set_defaults(func=builds_cli.run)
     k = sub.add_parser("check", help="preflight: binaries, hosts, host keys, ports, study parameters")
     k.add_argument("studies", nargs="*", default=list(STUDIES), help="studies to check (default: all five)")
     k.add_argument("--inventory", default="params/hosts.yaml", help=INVENTORY_HELP)

@@ -24,10 +24,13 @@ from pglab.studies import STUDIES, module
 
 
 def load_params(study: str, params_file: str | None, profile: str | None,
-                inventory: str | None = None) -> tuple[str, Any, Inventory]:
-    """(profile name, validated parameters, inventory) of ``study``, every problem named before anything runs."""
+                inventory: str | None = None, postgres: str | None = None) -> tuple[str, Any, Inventory]:
+    """(profile name, validated parameters, inventory) of ``study``, every problem named before anything runs;
+    ``postgres`` overrides the profile's build (``--postgres``)."""
     path = params_file or f"params/{study}.yaml"
     name, values, inv_path = profile_values(path, profile)
+    if postgres:
+        values["postgres"] = postgres
     p = validate(module(study, "params").Params, values, f"{path} profiles.{name}")
     return name, p, load_inventory(inventory or inv_path or "params/hosts.yaml")
 
@@ -42,6 +45,9 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
     c.add_argument("--publish-root", help="where a finished run is copied for analysis, <publish-root>/raw/<study> "
                                           "(default: the data root, as a DVC collect stage does; `pglab collect` "
                                           "from the default data root copies it to yours/data)")
+    c.add_argument("--postgres", metavar="BUILD",
+                   help="the servers' PostgreSQL: a major 13-18 or a build id of params/postgres_builds.yaml "
+                        "(default: the profile's `postgres:`, else each host's bindir: Debian's 15); fetched once")
     c.add_argument("--quiet", action="store_true", help="no progress bar")
     c.add_argument("--accept-failed", action="store_true",
                    help="publish a partial run (some points failed) for analysis all the same")
@@ -59,7 +65,7 @@ def published_dir(a: argparse.Namespace) -> Path:
 def collect(a: argparse.Namespace) -> int:
     """Measure into the archive; publish to data/raw/<study> only a run that ended complete (every planned
     point measured), or a partial one with ``--accept-failed``."""
-    name, p, inventory = load_params(a.study, a.params, a.profile, a.inventory)
+    name, p, inventory = load_params(a.study, a.params, a.profile, a.inventory, getattr(a, "postgres", None))
     if p.runs > 1:
         return collect_campaign(a, name, p, inventory)[0]
     resume = None

@@ -215,6 +215,7 @@ def differences(manifest_a: dict[str, Any], manifest_b: dict[str, Any]) -> list[
         pa, pb = _section(a, "parameters"), _section(b, "parameters")
         out += _compare({k: v for k, v in pa.items() if v is not None or k in pb},
                         {k: v for k, v in pb.items() if v is not None or k in pa}, _parameter_severity)
+    out += _compare({"postgres_build": _build(a)}, {"postgres_build": _build(b)}, REFUSE)  # never pooled
     out += _compare(_section(a, "tools"), _section(b, "tools"), REFUSE)
     out += _host_differences(a, b)
     if same_study:
@@ -234,6 +235,11 @@ def differences(manifest_a: dict[str, Any], manifest_b: dict[str, Any]) -> list[
         if key not in IGNORED:
             out += _compare(_flat(a.get(key, MISSING), key), _flat(b.get(key, MISSING), key), NOTE)
     return sorted(out, key=lambda d: d.severity != REFUSE)  # stable: refuse first, each in manifest order
+
+
+def _build(manifest: dict[str, Any]) -> str:
+    """The servers' build (pglab.hosts.builds), or the hosts' own bindir for a run that named none."""
+    return str((manifest.get("postgres_build") or {}).get("id") or "the hosts' own (params/hosts.yaml bindir)")
 
 
 def failed_points(manifest: dict[str, Any]) -> Any:

@@ -5,12 +5,11 @@ cache the ``postgres`` OS user can read (servers never run as root), checked aga
 a byte of it is unpacked, unpacked beside its final place and renamed there whole. A marker written last records
 the integrity it came from: a half-unpacked tree, or one of an older catalogue entry, never counts as present.
 
-``python -m pglab.hosts.builds list`` / ``fetch 13 18``: the set-up scripts' way in.
+``pglab builds list`` / ``fetch 13 18`` (pglab.app.builds_cli): the set-up's and a user's way in.
 """
 
 from __future__ import annotations
 
-import argparse
 import base64
 import contextlib
 import fcntl
@@ -20,7 +19,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tarfile
 import tempfile
 import urllib.request
@@ -31,8 +29,7 @@ from typing import IO, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pglab.errors import ParameterError, ProcessError, UserError
-from pglab.hosts.inventory import PLAIN_PATH
-from pglab.userfiles import one_line, yaml_mapping
+from pglab.userfiles import PLAIN_PATH, one_line, yaml_mapping
 
 CATALOGUE = Path(__file__).resolve().parents[3] / "params" / "postgres_builds.yaml"
 FAMILIES = ("debian", "embedded")  # a bare major means the first family that has it: Debian's own, if any
@@ -221,7 +218,7 @@ def _version(program: Path, build: Build) -> str:
         res = subprocess.run([str(program), "--version"], capture_output=True, text=True, timeout=30, env=env)
     except FileNotFoundError:
         how = (f"apt-get install postgresql-{build.major}" if build.family == "debian"
-               else f"python -m pglab.hosts.builds fetch {build.id}")
+               else f"pglab builds fetch {build.id}")
         raise UserError(f"build {build.id}: {program} does not exist ({how})") from None
     except OSError as exc:
         raise UserError(f"build {build.id}: {program} cannot run: {exc}") from None
@@ -365,34 +362,3 @@ def _replace(staging: Path, final: Path) -> None:
         os.rename(final, aside / final.name)
     os.rename(staging, final)
     shutil.rmtree(aside, ignore_errors=True)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``list`` the catalogue (id, family, version, present, path) or ``fetch`` builds: for set-up scripts."""
-    ap = argparse.ArgumentParser(prog="python -m pglab.hosts.builds", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--catalogue", help=f"the catalogue (default {CATALOGUE})")
-    sub = ap.add_subparsers(dest="command", required=True)
-    sub.add_parser("list", help="every build: id, family, version, present or not, bindir")
-    f = sub.add_parser("fetch", help="fetch builds (idempotent; no network for those present)")
-    f.add_argument("builds", nargs="+", help="ids or majors (15 is Debian's, 18 the embedded one), or all")
-    f.add_argument("--quiet", action="store_true", help="no progress bar")
-    a = ap.parse_args(argv)
-    try:
-        if a.command == "list":
-            for b in catalogue(a.catalogue).values():
-                here = present(b)
-                version = b.version or (server_version(b) if here else "-")
-                print(f"{b.id:<12} {b.family:<9} {version:<8} {'present' if here else 'absent':<8} {bindir(b)}")
-            return 0
-        specs = list(catalogue(a.catalogue)) if a.builds == ["all"] else a.builds
-        for b in [resolve(s, a.catalogue) for s in specs]:  # every name checked before any download
-            where = fetch(b, progress=not a.quiet)
-            print(f"{b.id}: PostgreSQL {server_version(b)} in {where}")
-        return 0
-    except (ProcessError, UserError) as exc:  # a command that failed: 1; bad input or a missing build: 2
-        print(f"error: {exc}", file=sys.stderr)
-        return 1 if isinstance(exc, ProcessError) else 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

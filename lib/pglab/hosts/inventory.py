@@ -17,7 +17,7 @@ from pglab.errors import ParameterError, UserError
 from pglab.hosts.base import Host
 from pglab.hosts.local import LocalHost
 from pglab.hosts.ssh import SSHHost
-from pglab.userfiles import one_line, yaml_mapping
+from pglab.userfiles import PLAIN_PATH, one_line, yaml_mapping
 
 
 def default_workdir() -> str:
@@ -29,7 +29,6 @@ def default_workdir() -> str:
     return os.environ.get("PGLAB_WORKDIR") or "/tmp"
 
 
-PLAIN_PATH = re.compile(r"/[A-Za-z0-9._+@/-]*")
 OS_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 
 

@@ -73,7 +73,11 @@ def machine(manifest: dict[str, Any]) -> dict[str, Any]:
 
 def postgres_build(manifest: dict[str, Any]) -> tuple[str | None, str | None]:
     """(version, build family) of the run's server: ``15.18``, ``Debian`` from ``postgres (PostgreSQL) 15.18
-    (Debian 15.18-0+deb12u1)``; the family is ``other`` when the version string names none."""
+    (Debian 15.18-0+deb12u1)``; the family is ``other`` when the version string names none. A run on a build of
+    params/postgres_builds.yaml (``--postgres``) recorded both (``postgres_build``): ``18.4``, ``embedded``."""
+    recorded = manifest.get("postgres_build") or {}
+    if recorded.get("version") and recorded.get("family"):
+        return str(recorded["version"]), str(recorded["family"])
     text = str((manifest.get("tools") or {}).get("postgres") or "")
     m = re.search(r"\(PostgreSQL\) (\d+(?:\.\d+)?)\S*(?: \((\w+))?", text)
     if not m:

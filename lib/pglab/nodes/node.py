@@ -23,8 +23,12 @@ from pglab.nodes.connection import (
     GuardedConnection,
     GuardedCursor,
 )
+from pglab.nodes.standby_copy import copy_backup
 from pglab.nodes.target import Target
 from pglab.nodes.workspace import SUPERUSER, Workspace
+
+#: the programs a node runs from its build's bindir; every other one (a client) from the host's when they differ
+SERVER_PROGRAMS = frozenset({"initdb", "pg_ctl", "postgres", "pg_controldata", "pg_resetwal", "pg_config"})
 
 
 def hba(addresses: Iterable[str], tls: bool = False) -> str:
@@ -74,6 +78,10 @@ class Node(Target):
     flush: emulation.Disk | None = None  # the emulated disk its flushes wait on (pglab.nodes.emulation)
     cpus: str | None = None  # the CPUs it and its own host's clients are pinned to (a core per node)
     cpus_allowed: str | None = None  # what the postmaster really got, read back from /proc after start
+    # Another build than the host's (pglab.hosts.builds): its server programs come from ``bindir``, the clients
+    # (pgbench, psql, pg_basebackup...) from the host's own bindir here, since such builds ship none.
+    build: str | None = None
+    tools_bindir: str | None = None
     _conn: Any = field(default=None, repr=False)
     up: bool = field(default=False, repr=False)  # started and not stopped on purpose: down = it died
 
@@ -94,6 +102,8 @@ class Node(Target):
         return self.host.server_user
 
     def bin(self, program: str) -> str:
+        if self.tools_bindir and program not in SERVER_PROGRAMS:
+            return f"{self.tools_bindir}/{program}"
         return f"{self.bindir}/{program}"
 
     def describe(self) -> dict[str, Any]:
@@ -101,6 +111,7 @@ class Node(Target):
         return {"name": self.name, "host": self.host.name, "address": self.host.data_address, "port": self.port,
                 "role": self.role, "tls": bool(self.fixed.get("ssl")), "data_dir": self.data_dir,
                 "log_file": self.log_file, "bindir": self.bindir,
+                **({"build": self.build, "tools_bindir": self.tools_bindir} if self.build else {}),
                 "server_user": self.user, "socket_dir": self.ws.socket_dir,
                 **({"flush_ctl": self.flush.ctl} if self.flush else {}),
                 **({"cpus": self.cpus, "cpus_allowed": self.cpus_allowed} if self.cpus else {})}
@@ -223,12 +234,16 @@ class Node(Target):
         ws = ws or self.ws
         standby = Node(ws, name, port, self.bindir, role="standby", on_start=self.on_start,
                        query_timeout_s=self.query_timeout_s, fixed=dict(fixed if fixed is not None else self.fixed),
-                       hba_addresses=self.hba_addresses)
+                       hba_addresses=self.hba_addresses, build=self.build, tools_bindir=self.tools_bindir)
         conninfo = self.replication_conninfo(name)
-        ws.host.run([self.bin("pg_basebackup"), "-D", standby.data_dir, "-X", "stream", "-c", "fast",
-                     "-d", conninfo, "--no-sync"], as_user=standby.user, timeout=600, env=ws.libpq_env())
+        settings = {"primary_conninfo": conninfo}
+        if self.build:  # Debian's pg_basebackup refuses newer majors: a copy, kept by a reserved slot
+            settings["primary_slot_name"] = copy_backup(self, standby)
+        else:
+            ws.host.run([self.bin("pg_basebackup"), "-D", standby.data_dir, "-X", "stream", "-c", "fast",
+                         "-d", conninfo, "--no-sync"], as_user=standby.user, timeout=600, env=ws.libpq_env())
         standby.settings = {k: v for k, v in self.settings.items() if k != "synchronous_standby_names"}
-        standby.configure({"primary_conninfo": conninfo})
+        standby.configure(settings)
         standby.write_hba()
         ws.host.run(["touch", f"{standby.data_dir}/standby.signal"], as_user=standby.user)
         return standby

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pglab.errors import ProcessError, UserError
+from pglab.hosts import builds
 from pglab.hosts.base import Host
 from pglab.hosts.inventory import Inventory
 from pglab.nodes import emulation as emu
@@ -47,8 +48,9 @@ class Deployment:
     """The hosts, workspaces and nodes of one run."""
 
     def __init__(self, inventory: Inventory, *, tls: bool = False, recorder: Recorder | None = None,
-                 label: str = "pglab", emulation: emu.Emulation | None = None):
+                 label: str = "pglab", emulation: emu.Emulation | None = None, build: builds.Build | None = None):
         self.inventory = inventory
+        self.build = build  # the nodes' server build (pglab.hosts.builds); None: each host's own bindir
         self.emulation = emulation
         self.disks: dict[str, emu.Disk] = {}  # emulated disks by key (a node's name, or its host's with one_disk)
         self.cores_given: dict[str, list[str]] = {}  # host -> the nodes pinned there, in core order
@@ -153,8 +155,11 @@ class Deployment:
     def node(self, name: str, host_name: str, settings: dict[str, Any] | None = None) -> Node:
         """A new, initialised (not started) node on ``host_name`` with a free port."""
         ws = self.workspace(host_name)
-        node = Node(ws, name, self._port(host_name), self.inventory.entry(host_name).bindir,
-                    on_start=self._starting, fixed=self._server_tls(host_name), hba_addresses=tuple(self.addresses))
+        own = self.inventory.entry(host_name).bindir
+        other = self.build is not None and builds.bindir(self.build) != own
+        node = Node(ws, name, self._port(host_name), builds.bindir(self.build) if other else own,  # type: ignore[arg-type]
+                    on_start=self._starting, fixed=self._server_tls(host_name), hba_addresses=tuple(self.addresses),
+                    build=self.build.id if other else None, tools_bindir=own if other else None)  # type: ignore[union-attr]
         self._core_left(node)  # refused before initdb
         node.init(settings)
         return self._emulate(node)
@@ -240,7 +245,7 @@ class Client:
     @classmethod
     def on_node_host(cls, node: Node) -> Client:
         """The default client: the node's own host, over the socket."""
-        return cls(node.ws, node.bindir)
+        return cls(node.ws, node.tools_bindir or node.bindir)
 
     def bin(self, program: str) -> str:
         return f"{self.bindir}/{program}"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 
 from pglab.errors import ProcessError, UserError
+from pglab.nodes.standby_copy import copy_backup
 from pglab.replication.base import System, lag_sample
 
 
@@ -38,13 +39,17 @@ class Streaming(System):
                             "measures asynchronous replication and a sync standby would change the result")
         s.stop()
         s.host.remove_tree(s.data_dir)  # only the subscriber's own data dir, never the workspace
-        s.host.run([s.bin("pg_basebackup"), "-D", s.data_dir, "-X", "stream", "-c", "fast", "-d", self.conninfo,
-                    "--no-sync"], as_user=s.user, timeout=600, env=s.ws.libpq_env())
+        slot = {}
+        if p.build:  # another build's major: a copy kept by a slot, as Node.backup makes it
+            slot = {"primary_slot_name": copy_backup(p, s)}
+        else:
+            s.host.run([s.bin("pg_basebackup"), "-D", s.data_dir, "-X", "stream", "-c", "fast", "-d", self.conninfo,
+                        "--no-sync"], as_user=s.user, timeout=600, env=s.ws.libpq_env())
         # A standby needs the primary's settings (max_connections etc. must not be lower): as Node.backup.
         inherited = {k: v for k, v in p.settings.items() if k != "synchronous_standby_names"}
         s.settings = {k: v for k, v in s.settings.items() if k != "synchronous_standby_names"}
         s.role = "standby"
-        s.configure({**inherited, "primary_conninfo": self.conninfo})  # rewrites the copied port too
+        s.configure({**inherited, "primary_conninfo": self.conninfo, **slot})  # rewrites the copied port too
         s.write_hba()  # the copy brought the provider's
         s.host.run(["touch", f"{s.data_dir}/standby.signal"], as_user=s.user)
 

@@ -66,11 +66,17 @@ def study_run(study: str, model: type[P], params: dict[str, Any] | P, check: Cal
     emulated = p.emulation() if hasattr(p, "emulation") else None
     if emulated:  # a host without the library or taskset: refused before anything starts
         preflight.require(emulation_problems(emulated, inventory, p.hosts))
+    build = p.build() if hasattr(p, "build") else None
+    if build:  # fetched (once per machine) or refused before anything starts
+        preflight.require(preflight.build_problems(build, inventory, p.hosts))
     planned = plan(p, found)
     record = plan_record(planned.points, p.seed, planned.baseline, p.blocks, planned.kept_across_blocks)
     store = open_run(data_root, study, profile, p.model_dump(), record, inventory, resume)
     started = time.monotonic()
-    with session(inventory, store, tls=getattr(p, "tls", False), emulation=emulated) as s:
+    if build:
+        store.manifest["postgres_build"] = preflight.build_record(build)
+        store.save()
+    with session(inventory, store, tls=getattr(p, "tls", False), emulation=emulated, build=build) as s:
         s.deploy.open(p.hosts)  # every host first: pg_hba admits exactly their data addresses
         yield Opened(p, store, s, list(planned.points), found, started)
         store.manifest.setdefault("wall_s", []).append(round(time.monotonic() - started, 1))

@@ -32,6 +32,7 @@ from pydantic import (
 
 from pglab import emulated as emulation
 from pglab.errors import ParameterError
+from pglab.hosts import builds
 from pglab.userfiles import kind, setting_problems, yaml_mapping
 
 M = TypeVar("M", bound=BaseModel)
@@ -92,6 +93,9 @@ class StudyParams(BaseModel):
     runs: PositiveInt = 1
     # the article's disk flush or a core per node, imitated (``EmulateParams``); None: this machine as it is
     emulate: EmulateParams | None = None
+    # the servers' PostgreSQL build (params/postgres_builds.yaml): a major 13-18 (Debian's 15, else the registry
+    # build of that major) or a build id such as embedded-15; None: each host's own bindir (params/hosts.yaml)
+    postgres: str | int | None = None
     FLUSH_LADDER: ClassVar[bool] = False  # whether the study measures several flush levels in one run
     RESERVED: ClassVar[set[str]] = set()
     RESERVED_BY: ClassVar[str] = "the study itself"
@@ -103,6 +107,11 @@ class StudyParams(BaseModel):
             return unique_items(v)
         if info.field_name == "server_settings":
             return not_reserved(v, cls.RESERVED, cls.RESERVED_BY)
+        if info.field_name == "postgres" and v is not None:
+            try:
+                return builds.resolve(str(v)).id
+            except ParameterError as exc:  # pydantic reports ValueErrors at the key
+                raise ValueError("; ".join(exc.problems)) from None
         if info.field_name == "emulate" and v is not None and len(v.flush_latency_ms) > 1 and not cls.FLUSH_LADDER:
             raise ValueError(f"flush_latency_ms {v.flush_latency_ms}: this study measures one flush level a run "
                              "(a ladder of levels is synchronous_commit's); give one")
@@ -110,6 +119,9 @@ class StudyParams(BaseModel):
 
     def emulation(self) -> emulation.Emulation | None:
         return self.emulate.spec() if self.emulate else None
+
+    def build(self) -> builds.Build | None:
+        return builds.resolve(str(self.postgres)) if self.postgres else None
 
 
 class AdaptiveParams(StudyParams):

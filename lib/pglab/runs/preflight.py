@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pglab.errors import PglabError, PreflightError, UserError
+from pglab.hosts import builds
 from pglab.hosts.base import Host
 from pglab.hosts.inventory import Inventory
 
@@ -94,3 +95,29 @@ def require(problems: list[str]) -> None:
 def local_tools() -> dict[str, Any]:
     """Client tools on this machine (``pglab check``)."""
     return {t: shutil.which(t) for t in ("psql", "pgbench", "sysbench", "ssh", "runuser")}
+
+
+def build_problems(build: builds.Build, inventory: Inventory, host_names: Iterable[str]) -> list[str]:
+    """``build`` fetched here (once per machine: offline after that) and present on every host of the run.
+
+    pglab fetches builds on this machine only: a lab host shares its filesystem, another SSH host needs the
+    same folder copied to it (``rsync -a <builds dir>/<id>/ host:<same path>/``)."""
+    try:
+        bindir = builds.fetch(build)
+    except PglabError as exc:
+        return [f"PostgreSQL build {build.id}: {exc}"]
+    problems = []
+    for name in dict.fromkeys(host_names):
+        if name not in inventory.hosts or inventory.entry(name).kind == "local":
+            continue  # an unknown host is host_problems' to report
+        with inventory.connect(name) as host:
+            if host.run(["test", "-x", f"{bindir}/postgres"], check=False).exit_code:
+                problems.append(f"host {name}: PostgreSQL build {build.id} is not at {bindir} there (pglab "
+                                f"fetches builds on this machine only; copy that folder to the same path there)")
+    return problems
+
+
+def build_record(build: builds.Build) -> dict[str, Any]:
+    """The manifest's ``postgres_build``: what runs of different builds are told apart by (never pooled)."""
+    return {"id": build.id, "family": build.family, "major": build.major,
+            "version": builds.server_version(build)}

@@ -24,6 +24,7 @@ from typing import Any
 from pglab.errors import first_line
 from pglab.hosts import procs
 from pglab.hosts.base import Background, Host
+from pglab.hosts.builds import Build
 from pglab.hosts.inventory import Inventory
 from pglab.hosts.local import LocalHost
 from pglab.nodes.emulation import Emulation
@@ -46,13 +47,14 @@ class Session:
     """
 
     def __init__(self, inventory: Inventory, store: RunStore | None = None, tls: bool = False,
-                 emulation: Emulation | None = None):
+                 emulation: Emulation | None = None, build: Build | None = None):
         self.inventory = inventory
         self.store = store
         self.background: list[Background] = []
         self.boot_ids: dict[str, str] = {}
         self.deploy = Deployment(inventory, tls=tls, recorder=self,
-                                 label=store.manifest["run_id"] if store else "pglab", emulation=emulation)
+                                 label=store.manifest["run_id"] if store else "pglab", emulation=emulation,
+                                 build=build)
         if store:  # lets `pglab cleanup` tell this process from a later one with the same PID
             store.manifest["control"] = _quietly(procs.identity, LocalHost(), os.getpid())
             store.manifest["inventory"] = inventory.source  # where `pglab cleanup` finds the run's hosts
@@ -253,10 +255,10 @@ def _collect(errors: list[str]) -> Iterator[None]:
 
 @contextlib.contextmanager
 def session(inventory: Inventory, store: RunStore | None = None, tls: bool = False,
-            emulation: Emulation | None = None) -> Iterator[Session]:
+            emulation: Emulation | None = None, build: Build | None = None) -> Iterator[Session]:
     """A Session that always closes; the store's status, written after everything was released, says
     how the run ended."""
-    s = Session(inventory, store, tls, emulation)
+    s = Session(inventory, store, tls, emulation, build)
     outcome = "failed"
     not_ok: dict[str, str] | None = None  # read once the body ended: a failed run is read in ``finally``
     in_flight = False

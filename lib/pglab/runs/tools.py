@@ -8,15 +8,17 @@ daemons), and what the study adds itself (a program of pglab's, sysbench's own a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from pglab.hosts.base import Host
 from pglab.runs.store import RunStore
 
 
-def versions(host: Host, bindir: str, programs: Iterable[str]) -> dict[str, str]:
-    """``<bindir>/<program> --version`` of each program on ``host`` (a ProcessError if one cannot say)."""
-    return {prog: host.run([f"{bindir}/{prog}", "--version"]).stdout.strip() for prog in programs}
+def versions(host: Host, bindir: str | Callable[[str], str], programs: Iterable[str]) -> dict[str, str]:
+    """``<bindir>/<program> --version`` of each program on ``host`` (a ProcessError if one cannot say);
+    ``bindir`` may be a node's ``bin``, which knows a build's server programs from the host's clients."""
+    path = bindir if callable(bindir) else (lambda prog: f"{bindir}/{prog}")
+    return {prog: host.run([path(prog), "--version"]).stdout.strip() for prog in programs}
 
 
 def debian_versions(host: Host, packages: Iterable[str]) -> dict[str, str]:

@@ -256,7 +256,7 @@ def describe(handles: dict[str, Handle], store: RunStore, p: Params, client: Cli
     nodes = [h.node for h in handles.values() if h.node is not None]
     tools.record(store, tools.versions(client.host, client.bindir, ("pgbench", "psql")),
                  {"sysbench": sysbench.version(client)} if "sysbench" in p.workloads else {},
-                 tools.versions(nodes[0].host, nodes[0].bindir, ("postgres",)) if nodes else {})
+                 tools.versions(nodes[0].host, nodes[0].bin, ("postgres",)) if nodes else {})
     for name, h in handles.items():
         row = h.psql(PREFLIGHT_SQL)[0]
         settings = {r[0]: {"setting": r[1], "unit": r[2], "source": r[3]} for r in h.psql(SETTINGS_SQL)}

@@ -78,7 +78,7 @@ def deploy(s: Session, p: Params, store: RunStore) -> Targets:
     if p.external:
         external = s.deploy.node("external", p.external_host_name, settings)
         external.start()
-    tools.record(store, tools.versions(source.host, source.bindir, ("postgres", "pgbench")))
+    tools.record(store, tools.versions(source.host, source.bin, ("postgres", "pgbench")))
     store.manifest["topology"] = {"source": source.describe(),
                                   **({"external": external.describe()} if external else {}), **s.deploy.where()}
     store.save()

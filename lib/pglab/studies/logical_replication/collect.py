@@ -20,6 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from pglab.hosts import builds
 from pglab.hosts.inventory import Inventory
 from pglab.nodes.topology import Client
 from pglab.replication.base import System
@@ -62,13 +63,16 @@ def check(p: Params, inventory: Inventory) -> dict[str, str]:
     """Everything known before a server starts (raises PreflightError); returns {skipped system: reason}."""
     problems, hosts = preflight.host_problems(inventory, p.hosts)
     skipped: dict[str, str] = {}
+    build = p.build()
     try:
         for host_name in (p.provider_host, p.subscriber_host):  # daemons run on both
             if host_name not in hosts:
                 continue
-            bindir = inventory.entry(host_name).bindir
+            bindir = builds.bindir(build) if build else inventory.entry(host_name).bindir
             for name in p.systems:
-                reason = CLASSES[name].unavailable(hosts[host_name], bindir)
+                reason = (f"not available on PostgreSQL {build.id}: {name} is packaged by Debian, for its own "
+                          f"PostgreSQL 15 only" if build and build.family != "debian" and CLASSES[name].debian_packages
+                          else CLASSES[name].unavailable(hosts[host_name], bindir))
                 if reason and name not in skipped:
                     skipped[name] = reason
     finally:
@@ -100,7 +104,9 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
         clock = {"measure_s": 0.0, "setup_s": 0.0, "reset_s": 0.0, "verify_s": 0.0}
         store.manifest["systems"] = {name: {"status": "skipped", "reason": why} for name, why in skipped.items()}
         host = s.host(p.provider_host)  # server and client versions, and every system's Debian package
-        tools.record(store, tools.versions(host, s.deploy.inventory.entry(host.name).bindir, ("postgres", "pgbench")),
+        own, build = s.deploy.inventory.entry(host.name).bindir, p.build()
+        tools.record(store, tools.versions(host, own, ("pgbench",)),
+                     tools.versions(host, builds.bindir(build) if build else own, ("postgres",)),
                      tools.debian_versions(host, [pkg for name in p.systems for pkg in CLASSES[name].debian_packages]))
         client = s.deploy.client(p.client_host) if p.client_host else None
         store.manifest["topology"] = {

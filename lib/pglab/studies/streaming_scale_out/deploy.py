@@ -73,7 +73,7 @@ def deploy(s: Session, p: Params, store: RunStore, timescale: str | None) -> Sta
             conn.execute("create extension if not exists timescaledb")
         tsbs.load_tags(conn, p.devices, p.seed)
     store.manifest["timescaledb"]["available_on_primary"] = available
-    tools.record(store, tools.versions(primary.host, primary.bindir, ("postgres", "pgbench", "pg_basebackup")),
+    tools.record(store, tools.versions(primary.host, primary.bin, ("postgres", "pgbench", "pg_basebackup")),
                  {"tsbs_loader": f"pglab.workloads.tsbs ({sys.executable})"})
     store.manifest["topology"] = {**topo.describe(), **s.deploy.where(), "clients": {"all": client.describe()}}
     store.manifest["data"] = {"devices": p.devices, "duration_s": p.duration_s, "interval_s": p.interval_s,

@@ -120,7 +120,7 @@ def _topology(s: Session, p: Params, store: RunStore) -> tuple[Node, Node]:
                               count=1, settings=settings)
     primary, standby = topo.primary, topo.standbys[0]
     primary.query(f"create database {DB}")
-    tools.record(store, tools.versions(primary.host, primary.bindir, ("postgres", "pgbench", "pg_basebackup")))
+    tools.record(store, tools.versions(primary.host, primary.bin, ("postgres", "pgbench", "pg_basebackup")))
     store.manifest["topology"] = {**topo.describe(), **s.deploy.where()}
     store.save()
     return primary, standby

@@ -1,0 +1,72 @@
+"""``pglab builds``: the PostgreSQL builds of params/postgres_builds.yaml, listed or fetched (pglab.hosts.builds).
+
+``fetch --named-in params`` fetches what any profile of a study's params file names (``postgres:``): what
+``make setup`` runs, so a profile's build is on the machine before its first run, and offline after that.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from pglab.errors import ProcessError, UserError
+from pglab.hosts import builds
+from pglab.userfiles import yaml_mapping
+
+
+def named_in(folder: str | Path) -> list[str]:
+    """The builds the profiles of the study params files in ``folder`` name, in file order, once each."""
+    found: dict[str, None] = {}
+    for path in sorted(Path(folder).glob("*.yaml")):
+        data = yaml_mapping(path, "a params file")
+        profiles = data.get("profiles")
+        if not isinstance(profiles, dict):
+            continue  # the inventory, the builds' catalogue
+        for body in profiles.values():
+            if isinstance(body, dict) and body.get("postgres") is not None:
+                found[str(body["postgres"])] = None
+    return list(found)
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--catalogue", help=f"the catalogue (default {builds.CATALOGUE})")
+    sub = ap.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="every build: id, family, version, present or not, bindir")
+    f = sub.add_parser("fetch", help="fetch builds (idempotent; no network for those present)")
+    f.add_argument("builds", nargs="*", help="ids or majors (15 is Debian's, 18 the embedded one), or all")
+    f.add_argument("--named-in", metavar="FOLDER", help="also every build a profile in FOLDER/*.yaml names")
+    f.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def run(a: argparse.Namespace) -> int:
+    """Exit 0; 1 when a program failed; 2 on bad input or a build that cannot be had."""
+    try:
+        if a.command == "list":
+            for b in builds.catalogue(a.catalogue).values():
+                here = builds.present(b)
+                version = b.version or (builds.server_version(b) if here else "-")
+                print(f"{b.id:<12} {b.family:<9} {version:<8} {'present' if here else 'absent':<8} "
+                      f"{builds.bindir(b)}")
+            return 0
+        specs = list(builds.catalogue(a.catalogue)) if a.builds == ["all"] else list(a.builds)
+        specs += named_in(a.named_in) if a.named_in else []
+        for b in dict.fromkeys(builds.resolve(s, a.catalogue) for s in specs):  # all checked before a download
+            was_here = builds.present(b)
+            where = builds.fetch(b, progress=not a.quiet)
+            if not (was_here and a.quiet):
+                print(f"{b.id}: PostgreSQL {builds.server_version(b)} in {where}")
+        return 0
+    except (ProcessError, UserError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1 if isinstance(exc, ProcessError) else 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="pglab builds", description=__doc__.splitlines()[0])
+    add_arguments(ap)
+    return run(ap.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""Servers of other PostgreSQL majors (registry builds, pglab.hosts.builds) as nodes: a primary and a synchronous
+standby on 13 and on 18, locally and across two lab hosts, the copy that replaces pg_basebackup, and what a run
+records and refuses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import postgres_pids
+from pglab.app import comparable
+from pglab.errors import ParameterError
+from pglab.hosts import builds
+from pglab.hosts.inventory import Inventory
+from pglab.ledger import rows
+from pglab.nodes.standby_copy import backup_sql
+from pglab.runs.params import StudyParams, validate
+from pglab.runs.session import session
+
+pytestmark = pytest.mark.servers
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("major, where", [("13", "local"), ("18", "local"), ("18", "lab")])
+def test_a_synchronous_standby_on_another_major(major: str, where: str, inventory: Inventory,
+                                                request: pytest.FixtureRequest) -> None:
+    """The standby is a copy taken between pg_backup_start and stop, kept by a reserved slot; its WAL streams
+    through the slot, the walreceiver connects as pglab wrote it, and every server program is the build's
+    while pgbench stays Debian's."""
+    if where == "lab":
+        inventory = request.getfixturevalue("lab_inventory")
+    primary_host, standby_host = ("local", "local") if where == "local" else ("lab1", "lab2")
+    build = builds.resolve(major)
+    builds.fetch(build, progress=False)
+    with session(inventory, build=build) as s:
+        s.deploy.open([primary_host, standby_host])
+        primary = s.deploy.node("primary", primary_host)
+        primary.start()
+        primary.query("create table t (x int primary key)")
+        primary.query("insert into t select generate_series(1, 1000)")  # before the copy: in the copied files
+        standby = s.deploy.standby(primary, "sb1", standby_host)
+        standby.start()
+        primary.configure({"synchronous_standby_names": "FIRST 1 (sb1)"}, reload=True)
+        assert primary.wait_for_sync_state("sb1") == "sync"
+        primary.query("insert into t select generate_series(1001, 2000)")  # after: streamed, committed in sync
+        primary.wait_for_replay(standby)
+        assert standby.query("select count(*), max(x) from t") == [(2000, 2000)]
+        for node in (primary, standby):
+            assert node.query("show server_version")[0][0] == build.version
+            assert node.bin("postgres").startswith(builds.bindir(build))
+            assert node.bin("pgbench").startswith("/usr/lib/postgresql/15/")
+            assert node.describe()["build"] == build.id
+        assert primary.query("select slot_name, active from pg_replication_slots") == [("pglab_sb1", True)]
+        assert standby.query("select pg_is_in_recovery()") == [(True,)]
+        bases = [primary.ws.base, standby.ws.base]
+    for base in bases:
+        assert not postgres_pids(base)
+
+
+def test_the_backup_functions_by_major() -> None:
+    """pg_start_backup and pg_stop_backup were renamed in 15 (and the exclusive mode removed)."""
+    assert "pg_start_backup" in backup_sql(13)[0] and "pg_stop_backup" in backup_sql(14)[1]
+    assert "pg_backup_start" in backup_sql(15)[0] and "pg_backup_stop" in backup_sql(18)[1]
+
+
+def test_a_profile_names_a_build_by_major_or_id() -> None:
+    assert validate(StudyParams, {"postgres": "18"}, "t").postgres == "embedded-18"
+    assert validate(StudyParams, {"postgres": 15}, "t").postgres == "debian-15"
+    assert validate(StudyParams, {}, "t").build() is None
+    with pytest.raises(ParameterError, match=r"postgres: .*'12' is no PostgreSQL build \(known: debian-15"):
+        validate(StudyParams, {"postgres": "12"}, "t")
+
+
+def test_a_study_on_another_major_records_its_build_and_is_never_pooled_with_debians(tmp_path: Path) -> None:
+    """``pglab collect --postgres 18``: the build in the manifest and the ledger, the systems Debian packages for
+    its 15 only set aside with why, streaming's standby copied, and the run refused beside one on Debian's 15."""
+    res = subprocess.run([sys.executable, "-m", "pglab.app.collect", "logical_replication", "--profile", "smoke",
+                          "--postgres", "18", "--data-root", str(tmp_path), "--quiet"], cwd=REPO,
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    manifest = json.loads((tmp_path / "raw/logical_replication/manifest.json").read_text())
+    assert manifest["postgres_build"] == {"id": "embedded-18", "family": "embedded", "major": 18, "version": "18.4"}
+    assert manifest["parameters"]["postgres"] == "embedded-18"
+    assert manifest["tools"]["postgres"] == "postgres (PostgreSQL) 18.4"
+    assert manifest["tools"]["pgbench"].startswith("pgbench (PostgreSQL) 15.")  # the host's client drives it
+    systems = manifest["systems"]
+    assert systems["streaming"]["status"] == systems["builtin"]["status"] == "measured"
+    assert "not available on PostgreSQL embedded-18" in systems["pglogical"]["reason"]
+    assert rows.postgres_build(manifest) == ("18.4", "embedded")
+    debian = {**manifest, "parameters": {**manifest["parameters"], "postgres": None},
+              "tools": {**manifest["tools"], "postgres": "postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)"}}
+    debian.pop("postgres_build")
+    refused = {d.field for d in comparable.refused(comparable.differences(manifest, debian))}
+    assert {"postgres_build", "tools.postgres"} <= refused
