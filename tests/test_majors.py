@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import postgres_pids
 from pglab.app import comparable
 from pglab.errors import ParameterError
@@ -95,3 +96,26 @@ def test_a_study_on_another_major_records_its_build_and_is_never_pooled_with_deb
     debian.pop("postgres_build")
     refused = {d.field for d in comparable.refused(comparable.differences(manifest, debian))}
     assert {"postgres_build", "tools.postgres"} <= refused
+
+
+def test_built_in_logical_replication_from_13_to_18(tmp_path: Path) -> None:
+    """A subscriber of another major (``subscriber_postgres``), as an upgrade runs it: built-in logical replication
+    measured and checked consistent, the systems that cannot cross two builds set aside with why."""
+    data = yaml.safe_load((REPO / "params/logical_replication.yaml").read_text())
+    smoke = {**data["profiles"]["smoke"], "postgres": 13, "subscriber_postgres": 18, "baseline": "builtin",
+             "systems": ["builtin", "streaming"]}
+    params = tmp_path / "lr.yaml"
+    params.write_text(yaml.safe_dump({"profile": "smoke", "inventory": "params/hosts.yaml",
+                                      "profiles": {"smoke": smoke}}))
+    res = subprocess.run([sys.executable, "-m", "pglab.app.collect", "logical_replication", "--params", str(params),
+                          "--data-root", str(tmp_path / "data"), "--quiet"], cwd=REPO, capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    manifest = json.loads((tmp_path / "data/raw/logical_replication/manifest.json").read_text())
+    assert {f: b["id"] for f, b in manifest["postgres_builds"].items()} == {"postgres": "embedded-13",
+                                                                           "subscriber_postgres": "embedded-18"}
+    assert manifest["tools"]["postgres"] == "postgres (PostgreSQL) 13.23"
+    assert manifest["tools"]["postgres (subscriber)"] == "postgres (PostgreSQL) 18.4"
+    builtin, streaming = manifest["systems"]["builtin"], manifest["systems"]["streaming"]
+    assert builtin["status"] == "measured" and builtin["closing_check"]["consistent"] is True
+    assert streaming["status"] == "skipped" and "across two builds (embedded-13 -> embedded-18)" in streaming["reason"]

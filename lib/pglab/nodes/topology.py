@@ -152,14 +152,16 @@ class Deployment:
         if self.recorder:
             self.recorder.node_starting(node)
 
-    def node(self, name: str, host_name: str, settings: dict[str, Any] | None = None) -> Node:
-        """A new, initialised (not started) node on ``host_name`` with a free port."""
+    def node(self, name: str, host_name: str, settings: dict[str, Any] | None = None,
+             build: builds.Build | None = None) -> Node:
+        """A new, initialised (not started) node on ``host_name`` with a free port; ``build``: its server's, when
+        it is not the deployment's (a node of another major, as an upgrade or a federation has)."""
         ws = self.workspace(host_name)
-        own = self.inventory.entry(host_name).bindir
-        other = self.build is not None and builds.bindir(self.build) != own
-        node = Node(ws, name, self._port(host_name), builds.bindir(self.build) if other else own,  # type: ignore[arg-type]
+        own, build = self.inventory.entry(host_name).bindir, build or self.build
+        other = build is not None and builds.bindir(build) != own
+        node = Node(ws, name, self._port(host_name), builds.bindir(build) if other else own,  # type: ignore[arg-type]
                     on_start=self._starting, fixed=self._server_tls(host_name), hba_addresses=tuple(self.addresses),
-                    build=self.build.id if other else None, tools_bindir=own if other else None)  # type: ignore[union-attr]
+                    build=build.id if other else None, tools_bindir=own if other else None)  # type: ignore[union-attr]
         self._core_left(node)  # refused before initdb
         node.init(settings)
         return self._emulate(node)
@@ -353,11 +355,13 @@ def streaming(d: Deployment, primary_host: str, standbys: list[tuple[str, str]],
 
 
 def logical_pair(d: Deployment, provider: tuple[str, str], subscriber: tuple[str, str],
-                 settings: dict[str, Any] | None = None) -> tuple[Node, Node]:
-    """Provider and subscriber ``(name, host)`` of a replication system, initialised and started."""
+                 settings: dict[str, Any] | None = None,
+                 subscriber_build: builds.Build | None = None) -> tuple[Node, Node]:
+    """Provider and subscriber ``(name, host)`` of a replication system, initialised and started; the subscriber
+    on ``subscriber_build`` when given (logical replication across two majors)."""
     d.open([provider[1], subscriber[1]])
     nodes = (d.node(provider[0], provider[1], dict(settings or {})),
-             d.node(subscriber[0], subscriber[1], dict(settings or {})))
+             d.node(subscriber[0], subscriber[1], dict(settings or {}), subscriber_build))
     for n in nodes:
         n.start()
     return nodes

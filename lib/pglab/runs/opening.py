@@ -67,15 +67,18 @@ def study_run(study: str, model: type[P], params: dict[str, Any] | P, check: Cal
     if emulated:  # a host without the library or taskset: refused before anything starts
         preflight.require(emulation_problems(emulated, inventory, p.hosts))
     build = p.build() if hasattr(p, "build") else None
-    if build:  # fetched (once per machine) or refused before anything starts
-        preflight.require(preflight.build_problems(build, inventory, p.hosts))
+    named = {f: b for f in getattr(p, "BUILDS", ()) if (b := p.build(f))}
+    for b in dict.fromkeys(named.values()):  # fetched (once per machine) or refused before anything starts
+        preflight.require(preflight.build_problems(b, inventory, p.hosts))
     planned = plan(p, found)
     record = plan_record(planned.points, p.seed, planned.baseline, p.blocks, planned.kept_across_blocks)
     store = open_run(data_root, study, profile, p.model_dump(), record, inventory, resume)
     started = time.monotonic()
     if build:
         store.manifest["postgres_build"] = preflight.build_record(build)
-        store.save()
+    if set(named) - {"postgres"}:  # a node of another build than the rest (a subscriber across majors)
+        store.manifest["postgres_builds"] = {f: preflight.build_record(b) for f, b in named.items()}
+    store.save()
     with session(inventory, store, tls=getattr(p, "tls", False), emulation=emulated, build=build) as s:
         s.deploy.open(p.hosts)  # every host first: pg_hba admits exactly their data addresses
         yield Opened(p, store, s, list(planned.points), found, started)

@@ -98,6 +98,7 @@ class StudyParams(BaseModel):
     postgres: str | int | None = None
     FLUSH_LADDER: ClassVar[bool] = False  # whether the study measures several flush levels in one run
     RESERVED: ClassVar[set[str]] = set()
+    BUILDS: ClassVar[tuple[str, ...]] = ("postgres",)  # fields that name a PostgreSQL build (builds.resolve)
     RESERVED_BY: ClassVar[str] = "the study itself"
 
     @field_validator("*")
@@ -107,7 +108,7 @@ class StudyParams(BaseModel):
             return unique_items(v)
         if info.field_name == "server_settings":
             return not_reserved(v, cls.RESERVED, cls.RESERVED_BY)
-        if info.field_name == "postgres" and v is not None:
+        if info.field_name in cls.BUILDS and v is not None:
             try:
                 return builds.resolve(str(v)).id
             except ParameterError as exc:  # pydantic reports ValueErrors at the key
@@ -120,8 +121,10 @@ class StudyParams(BaseModel):
     def emulation(self) -> emulation.Emulation | None:
         return self.emulate.spec() if self.emulate else None
 
-    def build(self) -> builds.Build | None:
-        return builds.resolve(str(self.postgres)) if self.postgres else None
+    def build(self, field: str = "postgres") -> builds.Build | None:
+        """The build ``field`` (one of ``BUILDS``) names, or None: the hosts' own bindir."""
+        spec = getattr(self, field)
+        return builds.resolve(str(spec)) if spec else None
 
 
 class AdaptiveParams(StudyParams):

@@ -63,16 +63,23 @@ def check(p: Params, inventory: Inventory) -> dict[str, str]:
     """Everything known before a server starts (raises PreflightError); returns {skipped system: reason}."""
     problems, hosts = preflight.host_problems(inventory, p.hosts)
     skipped: dict[str, str] = {}
-    build = p.build()
+    sides = ((p.provider_host, p.build()), (p.subscriber_host, p.build("subscriber_postgres") or p.build()))
+    ids = [b.id if b else "the hosts' own" for _, b in sides]
     try:
-        for host_name in (p.provider_host, p.subscriber_host):  # daemons run on both
+        for host_name, build in sides:  # daemons run on both
             if host_name not in hosts:
                 continue
             bindir = builds.bindir(build) if build else inventory.entry(host_name).bindir
             for name in p.systems:
-                reason = (f"not available on PostgreSQL {build.id}: {name} is packaged by Debian, for its own "
-                          f"PostgreSQL 15 only" if build and build.family != "debian" and CLASSES[name].debian_packages
-                          else CLASSES[name].unavailable(hosts[host_name], bindir))
+                if ids[0] != ids[1] and name != "builtin":
+                    reason = (f"not available across two builds ({ids[0]} -> {ids[1]}): only built-in logical "
+                              "replication runs between majors here (streaming copies one build's data directory; "
+                              "pglogical, Slony-I and Londiste are Debian's, for its 15 only)")
+                elif build and build.family != "debian" and CLASSES[name].debian_packages:
+                    reason = f"not available on PostgreSQL {build.id}: {name} is packaged by Debian, for its own " \
+                             "PostgreSQL 15 only"
+                else:
+                    reason = CLASSES[name].unavailable(hosts[host_name], bindir)
                 if reason and name not in skipped:
                     skipped[name] = reason
     finally:
@@ -104,9 +111,11 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
         clock = {"measure_s": 0.0, "setup_s": 0.0, "reset_s": 0.0, "verify_s": 0.0}
         store.manifest["systems"] = {name: {"status": "skipped", "reason": why} for name, why in skipped.items()}
         host = s.host(p.provider_host)  # server and client versions, and every system's Debian package
-        own, build = s.deploy.inventory.entry(host.name).bindir, p.build()
+        own, build, sub = s.deploy.inventory.entry(host.name).bindir, p.build(), p.build("subscriber_postgres")
         tools.record(store, tools.versions(host, own, ("pgbench",)),
                      tools.versions(host, builds.bindir(build) if build else own, ("postgres",)),
+                     {"postgres (subscriber)": tools.versions(host, builds.bindir(sub), ("postgres",))["postgres"]}
+                     if sub else {},
                      tools.debian_versions(host, [pkg for name in p.systems for pkg in CLASSES[name].debian_packages]))
         client = s.deploy.client(p.client_host) if p.client_host else None
         store.manifest["topology"] = {

@@ -120,7 +120,8 @@ class Pair:
         suffix = "" if self.generation == 1 else f"_{self.generation}"
         settings = {"max_connections": p.max_connections(), **p.server_settings}
         provider, subscriber = topology.logical_pair(s.deploy, (f"{self.name}_provider{suffix}", p.provider_host),
-                                                     (f"{self.name}_subscriber{suffix}", p.subscriber_host), settings)
+                                                     (f"{self.name}_subscriber{suffix}", p.subscriber_host), settings,
+                                                     p.build("subscriber_postgres"))
         self.nodes = [provider, subscriber]
         for node in self.nodes:
             node.query(f"create database {DB}")

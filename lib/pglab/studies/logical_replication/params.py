@@ -38,6 +38,7 @@ class LondisteTiming(BaseModel):
 class Params(AdaptiveParams):
     UNIQUE = ("systems", "clients")  # list fields whose entries must not repeat
     RESERVED = RESERVED
+    BUILDS = ("postgres", "subscriber_postgres")
     RESERVED_BY = "the study or the replication systems"  # who sets the RESERVED server settings
 
     systems: list[SystemName] = Field(min_length=1)  # systems to compare (seeded random order per block)
@@ -61,6 +62,9 @@ class Params(AdaptiveParams):
     provider_host: str = "local"  # inventory host of every provider
     subscriber_host: str = "local"  # inventory host of every subscriber (streaming: the standby)
     client_host: str | None = None  # inventory host of pgbench; None = the provider's host (socket)
+    # the subscribers' PostgreSQL when it is not ``postgres`` (a major 13-18 or a build id): replication across two
+    # majors, as an upgrade runs it; only built-in logical replication runs so (docs/majors.md)
+    subscriber_postgres: str | int | None = None
     tls: bool = False  # TLS with a per-run CA, verify-full for clients and replication (costs throughput)
     server_settings: dict[str, str | int | float | bool] = Field(default_factory=dict)  # on every node
     client_timeout_s: PositiveInt = 600  # a pgbench run longer than run_seconds + this is stopped
