@@ -4,7 +4,7 @@ export PATH := $(CURDIR)/.venv/bin:$(PATH)
 # pytest-xdist workers: most server tests wait on the clock (pgbench -T), so 4 fit on 2 cores (6 measured slower: 25 min, every test CPU-starved)
 TEST_WORKERS ?= 4
 
-.PHONY: repro reference test bench setup lock lint lab clean-leftovers docs
+.PHONY: repro reference test bench setup lock lint lab clean-leftovers docs majors
 
 ## make repro: every study at its default profile on this machine, into yours/ (ignored by git and DVC), each
 ## report beside the shipped reference run (which `dvc pull` checks out of data/dvc-remote, offline); no tracked
@@ -21,6 +21,12 @@ reference: setup
 	dvc repro history
 	@python -m pglab.app.summary
 	@python -m pglab.app.docs_verdicts
+
+## make majors [STUDY=logical_replication] [PROFILE=quick]: one study on PostgreSQL 13 to 18 (the registry's builds, fetched
+## once), each major archived in yours/majors/pg<major>/, then yours/reports/majors_<study>.html (claims x majors)
+STUDY ?= logical_replication
+majors: setup
+	@python -m pglab.app.cli majors $(STUDY) $(if $(PROFILE),--profile $(PROFILE))
 
 ## make docs: each study's docs page gets the verdicts of the run in data/ (after `dvc pull` or `make repro`)
 docs: setup

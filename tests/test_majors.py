@@ -4,6 +4,7 @@ records and refuses."""
 
 from __future__ import annotations
 
+import html
 import json
 import subprocess
 import sys
@@ -12,12 +13,13 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import postgres_pids
-from pglab.app import comparable
+from pglab.app import build_aa, comparable, majors
 from pglab.errors import ParameterError
 from pglab.hosts import builds
 from pglab.hosts.inventory import Inventory
 from pglab.ledger import rows
 from pglab.nodes.standby_copy import backup_sql
+from pglab.runs import preflight
 from pglab.runs.params import StudyParams, validate
 from pglab.runs.session import session
 
@@ -68,11 +70,17 @@ def test_the_backup_functions_by_major() -> None:
 
 
 def test_a_profile_names_a_build_by_major_or_id() -> None:
-    assert validate(StudyParams, {"postgres": "18"}, "t").postgres == "embedded-18"
-    assert validate(StudyParams, {"postgres": 15}, "t").postgres == "debian-15"
-    assert validate(StudyParams, {}, "t").build() is None
-    with pytest.raises(ParameterError, match=r"postgres: .*'12' is no PostgreSQL build \(known: debian-15"):
-        validate(StudyParams, {"postgres": "12"}, "t")
+    """The model checks the name's shape (the analysis reads it without the host layer); which builds exist is
+    checked before anything starts, each named field set to its build's id, as the manifest records it."""
+    p = validate(StudyParams, {"postgres": "18"}, "t")
+    assert preflight.builds_named(p)["postgres"].id == "embedded-18" and p.postgres == "embedded-18"
+    p = validate(StudyParams, {"postgres": 15}, "t")
+    assert preflight.builds_named(p)["postgres"].family == "debian" and p.postgres == "debian-15"
+    assert preflight.builds_named(validate(StudyParams, {}, "t")) == {}
+    with pytest.raises(ParameterError, match=r"postgres: Value error, a PostgreSQL major such as 18"):
+        validate(StudyParams, {"postgres": "18; drop"}, "t")
+    with pytest.raises(ParameterError, match=r"in t:\n  - postgres: '12' is no PostgreSQL build \(known: debian-15"):
+        preflight.builds_named(validate(StudyParams, {"postgres": "12"}, "t"), "t")
 
 
 def test_a_study_on_another_major_records_its_build_and_is_never_pooled_with_debians(tmp_path: Path) -> None:
@@ -119,3 +127,58 @@ def test_built_in_logical_replication_from_13_to_18(tmp_path: Path) -> None:
     builtin, streaming = manifest["systems"]["builtin"], manifest["systems"]["streaming"]
     assert builtin["status"] == "measured" and builtin["closing_check"]["consistent"] is True
     assert streaming["status"] == "skipped" and "across two builds (embedded-13 -> embedded-18)" in streaming["reason"]
+
+
+def test_the_build_family_a_a_runs_both_builds_in_every_block(tmp_path: Path, inventory: Inventory) -> None:
+    """``pglab builds aa``: Debian's 15.18 and the registry's 15.18 in each block, raw output kept per point, the
+    ratio's interval judged against the stated margin."""
+    r = build_aa.measure(inventory, tmp_path, blocks=2, seconds=1, scale=1, progress=False)
+    run = tmp_path / "runs/build_aa" / r["run"]
+    assert json.loads((run / "aa.json").read_text()) == r
+    assert r["builds"] == ["debian-15", "embedded-15"] and len(r["ratios"]) == 2
+    assert r["low"] <= r["ratio"] <= r["high"] and r["verdict"] == build_aa.verdict(r["low"], r["high"], 0.05)
+    assert r["coverage"] == 0.5  # two blocks: their range covers the median half the time, and says so
+    for block in (1, 2):
+        for family in ("debian", "embedded"):
+            assert "number of transactions actually processed" in (run / f"b0{block}-{family}/stdout.txt").read_text()
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["aa"]["verdict"] == r["verdict"]
+    assert manifest["tools"]["postgres (embedded)"] == "postgres (PostgreSQL) 15.18"
+    assert "Debian" in manifest["tools"]["postgres (debian)"]
+    assert "interval" in build_aa.words(r)
+
+
+def test_the_a_a_verdict_and_its_refusals() -> None:
+    assert build_aa.verdict(0.97, 1.04, 0.05) == "same"
+    assert build_aa.verdict(0.60, 0.66, 0.05) == build_aa.verdict(1.06, 1.2, 0.05) == "differs"
+    assert build_aa.verdict(0.93, 1.01, 0.05) == "open"
+    with pytest.raises(ParameterError, match="no debian-13 in the catalogue; both families exist for 15"):
+        build_aa.pair(13)
+
+
+@pytest.mark.slow
+def test_pglab_majors_runs_a_study_on_each_major_and_draws_the_claims_by_major(tmp_path: Path) -> None:
+    """``pglab majors``: each major's run archived and analysed in its own folder, then the page: a column per
+    major (with its version), a row per claim, the figure inline."""
+    import shutil
+
+    for name in ("lib", "notebooks", "params", "pyproject.toml"):
+        (tmp_path / name).symlink_to(REPO / name)
+    shutil.copytree(REPO / "data/reference", tmp_path / "data/reference")
+    res = subprocess.run([sys.executable, "-m", "pglab.app.majors", "logical_replication", "--profile", "smoke",
+                          "--majors", "13", "18"], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "== PostgreSQL 13 (1 of 2)" in res.stdout and "== PostgreSQL 18 (2 of 2)" in res.stdout
+    m = majors.matrix("logical_replication", tmp_path / "yours/majors")
+    assert sorted(set(m.major)) == [13, 18] and set(m.version) == {"13.23", "18.4"}
+    assert set(m.claim) and m.verdict.notna().all()
+    page = (tmp_path / "yours/reports/majors_logical_replication.html").read_text()
+    assert "<th>13 (13.23)</th><th>18 (18.4)</th>" in page
+    assert all(html.escape(c) in page for c in m.claim)
+    # one smoke block gives no value: the figure's place says so (a quick profile draws each claim's values)
+    assert ("data:image/png;base64," in page) == m.reproduced.notna().any()
+    assert ("No claim has a value" in page) != m.reproduced.notna().any()
+    for major in (13, 18):  # each run archived in its own folder, with its build
+        manifest = json.loads((tmp_path / f"yours/majors/pg{major}/data/raw/logical_replication/manifest.json")
+                              .read_text())
+        assert manifest["postgres_build"]["id"] == f"embedded-{major}"

@@ -37,6 +37,19 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     f.add_argument("builds", nargs="*", help="ids or majors (15 is Debian's, 18 the embedded one), or all")
     f.add_argument("--named-in", metavar="FOLDER", help="also every build a profile in FOLDER/*.yaml names")
     f.add_argument("--quiet", action="store_true", help="no progress bar")
+    a = sub.add_parser("aa", help="the same minor of Debian's and the registry's build side by side, in blocks: does "
+                                  "the build family matter on this machine? (pglab.app.build_aa)")
+    a.add_argument("--major", type=int, default=15, help="the major both families have (default 15: 15.18)")
+    a.add_argument("--host", default="local", help="the inventory host both servers run on (default local)")
+    a.add_argument("--inventory", default="params/hosts.yaml", help="the host inventory")
+    a.add_argument("--data-root", default="yours/data", help="where the run is archived: <data-root>/runs/build_aa/")
+    a.add_argument("--clients", type=int, default=2, help="pgbench -c (default 2)")
+    a.add_argument("--seconds", type=int, default=10, help="pgbench -T of each build in each block (default 10)")
+    a.add_argument("--blocks", type=int, default=6, help="blocks, each running both builds (>= 6 for a 95%% interval)")
+    a.add_argument("--scale", type=int, default=10, help="pgbench -i -s (default 10)")
+    a.add_argument("--select-only", action="store_true", help="pgbench -S instead of the TPC-B-like script")
+    a.add_argument("--margin", type=float, default=0.05, help="the stated margin: same within 1 +- margin (0.05)")
+    a.add_argument("--seed", type=int, default=1, help="the builds' order in each block")
 
 
 def run(a: argparse.Namespace) -> int:
@@ -48,6 +61,17 @@ def run(a: argparse.Namespace) -> int:
                 version = b.version or (builds.server_version(b) if here else "-")
                 print(f"{b.id:<12} {b.family:<9} {version:<8} {'present' if here else 'absent':<8} "
                       f"{builds.bindir(b)}")
+            return 0
+        if a.command == "aa":
+            from pglab.app import build_aa
+            from pglab.hosts.inventory import load_inventory
+
+            if a.blocks < 2 or a.seconds < 1 or a.clients < 1 or a.scale < 1 or not 0 < a.margin < 1:
+                raise UserError("aa: --blocks >= 2, --seconds, --clients and --scale >= 1, 0 < --margin < 1")
+            r = build_aa.measure(load_inventory(a.inventory), a.data_root, major=a.major, host=a.host,
+                                 clients=a.clients, seconds=a.seconds, blocks=a.blocks, scale=a.scale,
+                                 select_only=a.select_only, margin=a.margin, seed=a.seed)
+            print(build_aa.words(r))
             return 0
         specs = list(builds.catalogue(a.catalogue)) if a.builds == ["all"] else list(a.builds)
         specs += named_in(a.named_in) if a.named_in else []

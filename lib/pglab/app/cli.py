@@ -326,6 +326,11 @@ def build_parser(only_parse: bool = False) -> argparse.ArgumentParser:
     builds_cli.add_arguments(sub.add_parser("builds", help="PostgreSQL builds of other majors (13-18): list them, "
                                                            "or fetch them once (a profile's `postgres:` names one)"))
     sub.choices["builds"].set_defaults(func=builds_cli.run)
+    from pglab.app import majors
+
+    majors.add_arguments(sub.add_parser("majors", help="one study on PostgreSQL 13 to 18 (the registry's builds), then "
+                                                       "its claims x majors page (yours/reports/majors_<study>.html)"))
+    sub.choices["majors"].set_defaults(func=majors.run)
     k = sub.add_parser("check", help="preflight: binaries, hosts, host keys, ports, study parameters")
     k.add_argument("studies", nargs="*", default=list(STUDIES), help="studies to check (default: all five)")
     k.add_argument("--inventory", default="params/hosts.yaml", help=INVENTORY_HELP)

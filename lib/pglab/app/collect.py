@@ -18,6 +18,7 @@ from pglab.errors import UserError
 from pglab.hosts.inventory import Inventory, load_inventory
 from pglab.runs import campaign
 from pglab.runs.params import profile_values, validate
+from pglab.runs.preflight import builds_named
 from pglab.runs.reading import load_manifest, not_publishable, pipeline_dir, points_not_ok_summary
 from pglab.runs.store import publish
 from pglab.studies import STUDIES, module
@@ -32,6 +33,7 @@ def load_params(study: str, params_file: str | None, profile: str | None,
     if postgres:
         values["postgres"] = postgres
     p = validate(module(study, "params").Params, values, f"{path} profiles.{name}")
+    builds_named(p, f"{path} profiles.{name}")  # a build the catalogue lacks: named here, before anything starts
     return name, p, load_inventory(inventory or inv_path or "params/hosts.yaml")
 
 

@@ -66,8 +66,8 @@ def study_run(study: str, model: type[P], params: dict[str, Any] | P, check: Cal
     emulated = p.emulation() if hasattr(p, "emulation") else None
     if emulated:  # a host without the library or taskset: refused before anything starts
         preflight.require(emulation_problems(emulated, inventory, p.hosts))
-    build = p.build() if hasattr(p, "build") else None
-    named = {f: b for f in getattr(p, "BUILDS", ()) if (b := p.build(f))}
+    named = preflight.builds_named(p, f"{study} parameters")
+    build = named.get("postgres")
     for b in dict.fromkeys(named.values()):  # fetched (once per machine) or refused before anything starts
         preflight.require(preflight.build_problems(b, inventory, p.hosts))
     planned = plan(p, found)

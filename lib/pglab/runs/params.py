@@ -16,6 +16,7 @@ key's full path, all problems at once.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -32,10 +33,10 @@ from pydantic import (
 
 from pglab import emulated as emulation
 from pglab.errors import ParameterError
-from pglab.hosts import builds
 from pglab.userfiles import kind, setting_problems, yaml_mapping
 
 M = TypeVar("M", bound=BaseModel)
+BUILD_NAME = re.compile(r"[0-9]{1,2}|[a-z]+-[0-9]{1,2}")  # "18", "embedded-18" (pglab.hosts.builds.resolve)
 
 
 def unique_items(v: list) -> list:
@@ -108,11 +109,9 @@ class StudyParams(BaseModel):
             return unique_items(v)
         if info.field_name == "server_settings":
             return not_reserved(v, cls.RESERVED, cls.RESERVED_BY)
-        if info.field_name in cls.BUILDS and v is not None:
-            try:
-                return builds.resolve(str(v)).id
-            except ParameterError as exc:  # pydantic reports ValueErrors at the key
-                raise ValueError("; ".join(exc.problems)) from None
+        if info.field_name in cls.BUILDS and v is not None and not BUILD_NAME.fullmatch(str(v)):
+            raise ValueError("a PostgreSQL major such as 18, or a build id of params/postgres_builds.yaml such as "
+                             "embedded-18")  # which builds exist: runs.preflight.builds_named, before anything starts
         if info.field_name == "emulate" and v is not None and len(v.flush_latency_ms) > 1 and not cls.FLUSH_LADDER:
             raise ValueError(f"flush_latency_ms {v.flush_latency_ms}: this study measures one flush level a run "
                              "(a ladder of levels is synchronous_commit's); give one")
@@ -120,11 +119,6 @@ class StudyParams(BaseModel):
 
     def emulation(self) -> emulation.Emulation | None:
         return self.emulate.spec() if self.emulate else None
-
-    def build(self, field: str = "postgres") -> builds.Build | None:
-        """The build ``field`` (one of ``BUILDS``) names, or None: the hosts' own bindir."""
-        spec = getattr(self, field)
-        return builds.resolve(str(spec)) if spec else None
 
 
 class AdaptiveParams(StudyParams):

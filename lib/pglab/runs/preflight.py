@@ -7,7 +7,7 @@ import shutil
 from collections.abc import Iterable
 from typing import Any
 
-from pglab.errors import PglabError, PreflightError, UserError
+from pglab.errors import ParameterError, PglabError, PreflightError, UserError
 from pglab.hosts import builds
 from pglab.hosts.base import Host
 from pglab.hosts.inventory import Inventory
@@ -121,3 +121,23 @@ def build_record(build: builds.Build) -> dict[str, Any]:
     """The manifest's ``postgres_build``: what runs of different builds are told apart by (never pooled)."""
     return {"id": build.id, "family": build.family, "major": build.major,
             "version": builds.server_version(build)}
+
+
+def builds_named(p: Any, source: str = "parameters") -> dict[str, builds.Build]:
+    """{field: build} for each field of ``p.BUILDS`` that names one (``postgres``, a study's others), each set to
+    its build's id (what the manifest records); a build the catalogue lacks is a ParameterError naming the field.
+    Here, not in the parameter model: the analysis reads the model and must not import the host layer."""
+    named, problems = {}, []
+    for field in getattr(p, "BUILDS", ()):
+        spec = getattr(p, field, None)
+        if spec is None:
+            continue
+        try:
+            named[field] = builds.resolve(str(spec))
+        except ParameterError as exc:
+            problems += [f"{field}: {x}" for x in exc.problems]
+            continue
+        setattr(p, field, named[field].id)
+    if problems:
+        raise ParameterError(source, problems)
+    return named

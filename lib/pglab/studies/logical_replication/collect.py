@@ -63,7 +63,9 @@ def check(p: Params, inventory: Inventory) -> dict[str, str]:
     """Everything known before a server starts (raises PreflightError); returns {skipped system: reason}."""
     problems, hosts = preflight.host_problems(inventory, p.hosts)
     skipped: dict[str, str] = {}
-    sides = ((p.provider_host, p.build()), (p.subscriber_host, p.build("subscriber_postgres") or p.build()))
+    named = preflight.builds_named(p)
+    sides = ((p.provider_host, named.get("postgres")),
+             (p.subscriber_host, named.get("subscriber_postgres") or named.get("postgres")))
     ids = [b.id if b else "the hosts' own" for _, b in sides]
     try:
         for host_name, build in sides:  # daemons run on both
@@ -111,7 +113,9 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
         clock = {"measure_s": 0.0, "setup_s": 0.0, "reset_s": 0.0, "verify_s": 0.0}
         store.manifest["systems"] = {name: {"status": "skipped", "reason": why} for name, why in skipped.items()}
         host = s.host(p.provider_host)  # server and client versions, and every system's Debian package
-        own, build, sub = s.deploy.inventory.entry(host.name).bindir, p.build(), p.build("subscriber_postgres")
+        named = preflight.builds_named(p)
+        own, build, sub = s.deploy.inventory.entry(host.name).bindir, named.get("postgres"), \
+            named.get("subscriber_postgres")
         tools.record(store, tools.versions(host, own, ("pgbench",)),
                      tools.versions(host, builds.bindir(build) if build else own, ("postgres",)),
                      {"postgres (subscriber)": tools.versions(host, builds.bindir(sub), ("postgres",))["postgres"]}

@@ -25,6 +25,7 @@ from pglab.replication.londiste import Londiste
 from pglab.replication.pglogical import Pglogical
 from pglab.replication.slony import Slony
 from pglab.replication.streaming import Streaming
+from pglab.runs import preflight
 from pglab.runs.session import Session
 from pglab.runs.store import RunStore
 from pglab.studies.logical_replication.params import Params
@@ -121,7 +122,7 @@ class Pair:
         settings = {"max_connections": p.max_connections(), **p.server_settings}
         provider, subscriber = topology.logical_pair(s.deploy, (f"{self.name}_provider{suffix}", p.provider_host),
                                                      (f"{self.name}_subscriber{suffix}", p.subscriber_host), settings,
-                                                     p.build("subscriber_postgres"))
+                                                     preflight.builds_named(p).get("subscriber_postgres"))
         self.nodes = [provider, subscriber]
         for node in self.nodes:
             node.query(f"create database {DB}")
