@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import postgres_pids
+from pglab.analysis import build_family
 from pglab.app import build_aa, comparable, majors
 from pglab.errors import ParameterError
 from pglab.hosts import builds
@@ -146,6 +147,7 @@ def test_the_build_family_a_a_runs_both_builds_in_every_block(tmp_path: Path, in
     assert manifest["tools"]["postgres (embedded)"] == "postgres (PostgreSQL) 15.18"
     assert "Debian" in manifest["tools"]["postgres (debian)"]
     assert "interval" in build_aa.words(r)
+    assert build_family.latest(tmp_path / "runs/build_aa") == r  # what a report of another build cites
 
 
 def test_the_a_a_verdict_and_its_refusals() -> None:

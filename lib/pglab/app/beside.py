@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from pglab.analysis import tally
+from pglab.analysis import build_family, tally
 from pglab.app import comparable
 from pglab.runs import record
 
@@ -114,6 +114,12 @@ def section_html(study: str, reference: Side | None, yours: Side) -> str:
                       f"<td>{html.escape(comparable._show(d.value_b))}</td></tr>" for d in diffs[:40])
             + "</tbody></table>" + (f"<p class=\"meta\">and {len(diffs) - 40} more (`pglab compare`).</p>"
                                     if len(diffs) > 40 else ""))
+    if any(d.field == "postgres_build" for d in diffs):
+        aa = build_family.latest()
+        what += ("<p><b>Your run's servers are another PostgreSQL build than the reference's</b>, so no verdict of "
+                 "one is evidence for the other's. " + (f"The build family's A/A on this machine: "
+                 f"{html.escape(build_family.words(aa))}.</p>" if aa else "Whether the build family matters on "
+                 "this machine is what <code>pglab builds aa</code> measures (docs/majors.md).</p>"))
     ref_run, own_run = (html.escape(f"{m.get('run_id', '?')}, {str(m.get('start', ''))[:10]}")
                         for m in (reference.manifest, yours.manifest))
     return (head + f"<p>{agree} of {len(rows)} claims have the same verdict in your run ({own_run}) as in the "

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pglab.analysis import effects, stats
+from pglab.analysis.build_family import verdict, words  # noqa: F401  (words: the CLI's)
 from pglab.errors import ParameterError, ProcessError
 from pglab.hosts import builds
 from pglab.hosts.inventory import Inventory
@@ -40,15 +41,6 @@ def pair(major: int) -> tuple[builds.Build, builds.Build]:
         raise ParameterError("pglab builds aa", [f"--major {major}: no {', '.join(missing)} in the catalogue; both "
                                                  f"families exist for {', '.join(map(str, both))}"])
     return known[ids[0]], known[ids[1]]
-
-
-def verdict(low: float, high: float, margin: float) -> str:
-    """``same`` within 1 +- margin, ``differs`` wholly outside it, else ``open`` (more blocks may decide)."""
-    if 1 - margin <= low and high <= 1 + margin:
-        return "same"
-    if high < 1 - margin or low > 1 + margin:
-        return "differs"
-    return "open"
 
 
 def measure(inventory: Inventory, data_root: str | Path, *, major: int = 15, host: str = "local", clients: int = 2,
@@ -107,15 +99,3 @@ def _checked(res: Any, point: Any) -> Any:
         point.finish("failed", f"pgbench exited {res.exit_code}")
         raise ProcessError(res.host, res.command, res.exit_code, res.stdout, res.stderr)
     return res
-
-
-def words(r: dict[str, Any]) -> str:
-    """One paragraph for a terminal and the docs."""
-    said = {"same": f"the build family does not matter here: within +-{r['margin']:.0%}",
-            "differs": f"the build family matters here: outside +-{r['margin']:.0%}; do not compare runs of the "
-                       "two families on this machine",
-            "open": f"not decided: the interval straddles the +-{r['margin']:.0%} margin (more blocks may decide)"}
-    return (f"{r['builds'][1]} / {r['builds'][0]}, {r['workload']}, {r['clients']} clients, {r['blocks']} blocks of "
-            f"{r['seconds']} s: ratio {r['ratio']:.3f} [{r['low']:.3f}, {r['high']:.3f}] "
-            f"({r['coverage']:.0%} interval, {r['ci_method']}); "
-            f"{said[r['verdict']]}")
