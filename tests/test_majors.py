@@ -184,3 +184,22 @@ def test_pglab_majors_runs_a_study_on_each_major_and_draws_the_claims_by_major(t
         manifest = json.loads((tmp_path / f"yours/majors/pg{major}/data/raw/logical_replication/manifest.json")
                               .read_text())
         assert manifest["postgres_build"]["id"] == f"embedded-{major}"
+
+
+def test_postgres_fdw_from_18_to_13(tmp_path: Path) -> None:
+    """fdw_overhead's foreign server on another major (``external_postgres``): a source of 18 querying 13 through
+    postgres_fdw, each target checked to reach the same rows, both servers' versions recorded."""
+    data = yaml.safe_load((REPO / "params/fdw_overhead.yaml").read_text())
+    smoke = {**data["profiles"]["smoke"], "postgres": 18, "external_postgres": 13, "targets": ["local", "FDW_external"]}
+    params = tmp_path / "fdw.yaml"
+    params.write_text(yaml.safe_dump({"profile": "smoke", "inventory": "params/hosts.yaml",
+                                      "profiles": {"smoke": smoke}}))
+    res = subprocess.run([sys.executable, "-m", "pglab.app.collect", "fdw_overhead", "--params", str(params),
+                          "--data-root", str(tmp_path / "data"), "--quiet"], cwd=REPO, capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    manifest = json.loads((tmp_path / "data/raw/fdw_overhead/manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    assert manifest["tools"]["postgres"] == "postgres (PostgreSQL) 18.4"
+    assert manifest["tools"]["postgres (external)"] == "postgres (PostgreSQL) 13.23"
+    assert manifest["topology"]["external"]["build"] == "embedded-13"

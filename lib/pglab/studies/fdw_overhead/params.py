@@ -22,6 +22,7 @@ class Params(AdaptiveParams):
               "remote_estimates")  # list fields whose entries must not repeat
     RESERVED = RESERVED
     RESERVED_BY = "the study itself"  # who sets the RESERVED server settings
+    BUILDS = ("postgres", "external_postgres")
 
     targets: list[Target] = Field(min_length=2)  # what pgbench runs against (see docs/fdw_overhead.md)
     baseline: Target = "local"  # every block runs it twice (A/A); overhead factor = baseline tps / target tps
@@ -44,6 +45,9 @@ class Params(AdaptiveParams):
     # pg_stat_statements count of remote statements per transaction; 0 = skip
     source_host: str = "local"  # inventory host of the source instance (and FDW_local)
     external_host: str | None = None  # inventory host of the second instance; None = the source's host
+    # the second instance's PostgreSQL when it is not ``postgres`` (a major 13-18 or a build id): postgres_fdw from
+    # one major to another, as a federation of mixed versions runs it (docs/majors.md)
+    external_postgres: str | int | None = None
     client_host: str | None = None  # inventory host of every pgbench; None = each instance's own host (socket)
     tls: bool = False  # TLS with a per-run CA, verify-full for clients and postgres_fdw (costs throughput)
     server_settings: dict[str, str | int | float | bool] = Field(default_factory=dict)  # on both instances

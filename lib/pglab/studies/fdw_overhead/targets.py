@@ -13,7 +13,7 @@ from pglab.errors import ProcessError
 from pglab.nodes.node import Node
 from pglab.nodes.topology import Client
 from pglab.nodes.workspace import SUPERUSER
-from pglab.runs import tools
+from pglab.runs import preflight, tools
 from pglab.runs.session import Session
 from pglab.runs.store import RunStore
 from pglab.studies.fdw_overhead.params import Params
@@ -76,9 +76,12 @@ def deploy(s: Session, p: Params, store: RunStore) -> Targets:
     source.start()
     external = None
     if p.external:
-        external = s.deploy.node("external", p.external_host_name, settings)
+        external = s.deploy.node("external", p.external_host_name, settings,
+                                 preflight.builds_named(p).get("external_postgres"))
         external.start()
-    tools.record(store, tools.versions(source.host, source.bin, ("postgres", "pgbench")))
+    tools.record(store, tools.versions(source.host, source.bin, ("postgres", "pgbench")),
+                 {"postgres (external)": tools.versions(external.host, external.bin, ("postgres",))["postgres"]}
+                 if external and external.bindir != source.bindir else {})
     store.manifest["topology"] = {"source": source.describe(),
                                   **({"external": external.describe()} if external else {}), **s.deploy.where()}
     store.save()
