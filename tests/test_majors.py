@@ -107,20 +107,24 @@ def test_a_study_on_another_major_records_its_build_and_is_never_pooled_with_deb
     assert {"postgres_build", "tools.postgres"} <= refused
 
 
-def test_built_in_logical_replication_from_13_to_18(tmp_path: Path) -> None:
-    """A subscriber of another major (``subscriber_postgres``), as an upgrade runs it: built-in logical replication
-    measured and checked consistent, the systems that cannot cross two builds set aside with why."""
-    data = yaml.safe_load((REPO / "params/logical_replication.yaml").read_text())
-    smoke = {**data["profiles"]["smoke"], "postgres": 13, "subscriber_postgres": 18, "baseline": "builtin",
-             "systems": ["builtin", "streaming"]}
-    params = tmp_path / "lr.yaml"
+def smoke_variant(tmp_path: Path, study: str, **overrides: object) -> dict:
+    """``study``'s smoke profile with ``overrides`` in a params file of its own, collected; the published manifest."""
+    data = yaml.safe_load((REPO / f"params/{study}.yaml").read_text())
+    params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump({"profile": "smoke", "inventory": "params/hosts.yaml",
-                                      "profiles": {"smoke": smoke}}))
-    res = subprocess.run([sys.executable, "-m", "pglab.app.collect", "logical_replication", "--params", str(params),
+                                      "profiles": {"smoke": {**data["profiles"]["smoke"], **overrides}}}))
+    res = subprocess.run([sys.executable, "-m", "pglab.app.collect", study, "--params", str(params),
                           "--data-root", str(tmp_path / "data"), "--quiet"], cwd=REPO, capture_output=True,
                          text=True, timeout=600)
     assert res.returncode == 0, res.stderr
-    manifest = json.loads((tmp_path / "data/raw/logical_replication/manifest.json").read_text())
+    return json.loads((tmp_path / f"data/raw/{study}/manifest.json").read_text())
+
+
+def test_built_in_logical_replication_from_13_to_18(tmp_path: Path) -> None:
+    """A subscriber of another major (``subscriber_postgres``), as an upgrade runs it: built-in logical replication
+    measured and checked consistent, the systems that cannot cross two builds set aside with why."""
+    manifest = smoke_variant(tmp_path, "logical_replication", postgres=13, subscriber_postgres=18, baseline="builtin",
+                             systems=["builtin", "streaming"])
     assert {f: b["id"] for f, b in manifest["postgres_builds"].items()} == {"postgres": "embedded-13",
                                                                            "subscriber_postgres": "embedded-18"}
     assert manifest["tools"]["postgres"] == "postgres (PostgreSQL) 13.23"
@@ -189,16 +193,8 @@ def test_pglab_majors_runs_a_study_on_each_major_and_draws_the_claims_by_major(t
 def test_postgres_fdw_from_18_to_13(tmp_path: Path) -> None:
     """fdw_overhead's foreign server on another major (``external_postgres``): a source of 18 querying 13 through
     postgres_fdw, each target checked to reach the same rows, both servers' versions recorded."""
-    data = yaml.safe_load((REPO / "params/fdw_overhead.yaml").read_text())
-    smoke = {**data["profiles"]["smoke"], "postgres": 18, "external_postgres": 13, "targets": ["local", "FDW_external"]}
-    params = tmp_path / "fdw.yaml"
-    params.write_text(yaml.safe_dump({"profile": "smoke", "inventory": "params/hosts.yaml",
-                                      "profiles": {"smoke": smoke}}))
-    res = subprocess.run([sys.executable, "-m", "pglab.app.collect", "fdw_overhead", "--params", str(params),
-                          "--data-root", str(tmp_path / "data"), "--quiet"], cwd=REPO, capture_output=True,
-                         text=True, timeout=600)
-    assert res.returncode == 0, res.stderr
-    manifest = json.loads((tmp_path / "data/raw/fdw_overhead/manifest.json").read_text())
+    manifest = smoke_variant(tmp_path, "fdw_overhead", postgres=18, external_postgres=13,
+                             targets=["local", "FDW_external"])
     assert manifest["status"] == "complete"
     assert manifest["tools"]["postgres"] == "postgres (PostgreSQL) 18.4"
     assert manifest["tools"]["postgres (external)"] == "postgres (PostgreSQL) 13.23"
