@@ -22,9 +22,9 @@ reference: setup
 	@python -m pglab.app.summary
 	@python -m pglab.app.docs_verdicts
 
-## make majors [STUDY=logical_replication] [PROFILE=quick]: one study on PostgreSQL 13 to 18 (the registry's builds, fetched
+## make majors [STUDY=fdw_overhead] [PROFILE=quick]: one study on PostgreSQL 13 to 18 (the registry's builds, fetched
 ## once), each major archived in yours/majors/pg<major>/, then yours/reports/majors_<study>.html (claims x majors)
-STUDY ?= logical_replication
+STUDY ?= fdw_overhead
 majors: setup
 	@python -m pglab.app.cli majors $(STUDY) $(if $(PROFILE),--profile $(PROFILE))
 
