@@ -47,6 +47,8 @@ def collect_all(study: str, profile: str | None, majors: list[int], root: Path =
         code = subprocess.run([sys.executable, "-m", "pglab.app.collect", study, "--postgres", f"embedded-{m}",
                                "--data-root", str(where / "data"), *(["--profile", profile] if profile else [])],
                               check=False).returncode
+        if code == 130 or code < 0:  # interrupted (Ctrl-C, SIGTERM): the user stops the whole sweep, not one major
+            raise KeyboardInterrupt
         if code != 0:
             failed[m] = f"pglab collect exited {code}; the run, if any, stays archived in {where}/data/runs/"
             continue
