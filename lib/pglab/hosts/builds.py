@@ -101,8 +101,25 @@ class Build(BaseModel):
 
 def catalogue(path: str | Path | None = None) -> dict[str, Build]:
     """The builds of ``path`` (default params/postgres_builds.yaml of this checkout), by id; a bad entry is a
-    ParameterError naming the file and the entry."""
+    ParameterError naming the file and the entry. Read once per version of the file: a run resolves its builds
+    in several places (preflight, each node pair, the tools it records)."""
     path = Path(path) if path is not None else CATALOGUE
+    try:
+        stamp = path.stat().st_mtime_ns, path.stat().st_size
+    except OSError:
+        stamp = None  # yaml_mapping says what is wrong with it
+    if stamp is not None and _READ.get(path) and _READ[path][0] == stamp:
+        return dict(_READ[path][1])
+    found = _parse(path)
+    if stamp is not None:
+        _READ[path] = (stamp, found)
+    return dict(found)
+
+
+_READ: dict[Path, tuple[tuple[int, int], dict[str, Build]]] = {}
+
+
+def _parse(path: Path) -> dict[str, Build]:
     data = yaml_mapping(path, "a catalogue of PostgreSQL builds (`builds:` and one entry per build id)")
     extra = sorted(str(k) for k in data if k != "builds")
     if extra or not isinstance(data.get("builds"), dict) or not data["builds"]:
