@@ -11,9 +11,8 @@ interval) and a figure of each claim's value across the majors beside the articl
 from __future__ import annotations
 
 import argparse
-import base64
 import html
-import io
+import shutil
 import subprocess
 import sys
 import time
@@ -21,15 +20,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from pglab.app import notebook_run
+from pglab.app import majors_table, notebook_run
 from pglab.app.repro import minutes
 from pglab.errors import UserError
 from pglab.hosts import builds
-from pglab.runs.reading import load_manifest
 
-MAJORS = (13, 14, 15, 16, 17, 18)
+MAJORS = majors_table.MAJORS
 ROOT = Path("yours/majors")
 REPORTS = Path("yours/reports")
+TABLES = Path("yours/data/majors")  # the table your next report of the study shows (`pglab report`)
+SHIPPED = Path("data/majors")  # the shipped reference: the runs (DVC) and each table (git)
 
 
 def collect_all(study: str, profile: str | None, majors: list[int], root: Path = ROOT) -> dict[int, str]:
@@ -61,93 +61,36 @@ def collect_all(study: str, profile: str | None, majors: list[int], root: Path =
 
 
 def matrix(study: str, root: Path = ROOT) -> pd.DataFrame:
-    """One row per (claim, major) that has an analysed run under ``root``: the article's value, this run's value and
-    interval, the verdict, the server's version and the run id."""
-    rows = []
-    for folder in sorted(root.glob("pg*"), key=lambda p: int(p.name[2:]) if p.name[2:].isdigit() else 0):
-        table = folder / "data/derived" / study / "comparison.csv"
-        if not folder.name[2:].isdigit() or not table.exists():
-            continue
-        manifest = load_manifest(folder / "data/raw" / study)
-        build = manifest.get("postgres_build") or {}
-        for r in pd.read_csv(table).to_dict("records"):
-            rows.append({"claim": r["claim"], "major": int(folder.name[2:]), "version": build.get("version"),
-                         "published": r.get("published"), "reproduced": r.get("reproduced"), "low": r.get("ci_low"),
-                         "high": r.get("ci_high"), "coverage": r.get("coverage"), "verdict": r.get("verdict"),
-                         "run": manifest.get("run_id")})
-    return pd.DataFrame(rows, columns=["claim", "major", "version", "published", "reproduced", "low", "high",
-                                       "coverage", "verdict", "run"])
-
-
-def _cell(r: pd.Series) -> str:
-    value = "" if pd.isna(r.reproduced) else f"{r.reproduced:.3g}"
-    if value and not (pd.isna(r.low) or pd.isna(r.high)):
-        value += f" [{r.low:.3g}, {r.high:.3g}]"
-        if not pd.isna(r.coverage) and r.coverage < 0.945:  # fewer than 6 blocks: the interval covers less
-            value += f" ({r.coverage:.0%})"
-    return f"<b>{html.escape(str(r.verdict))}</b><br>{value}"
-
-
-def figure_png(m: pd.DataFrame) -> bytes | None:
-    """One panel per claim: its value and interval at each major, the article's value as a dashed line; None when
-    no claim has a value (every one set aside)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    claims = [c for c in dict.fromkeys(m.claim) if m[m.claim == c].reproduced.notna().any()]
-    if not claims:
-        return None
-    fig, axes = plt.subplots(len(claims), 1, figsize=(7, 2.2 * max(1, len(claims))), squeeze=False)
-    for ax, claim in zip(axes[:, 0], claims, strict=True):
-        d = m[m.claim == claim].dropna(subset=["reproduced"])
-        err = [(d.reproduced - d.low).clip(lower=0).fillna(0), (d.high - d.reproduced).clip(lower=0).fillna(0)]
-        ax.errorbar(d.major, d.reproduced, yerr=err, fmt="o", capsize=4, label="this machine (interval)")
-        published = d.published.dropna()
-        if len(published):
-            ax.axhline(float(published.iloc[0]), ls="--", color="grey", label="the article")
-        ax.set_title(claim, fontsize=9, loc="left")
-        ax.set_xticks(list(MAJORS), [str(x) for x in MAJORS])
-        ax.set_xlim(MAJORS[0] - 0.5, MAJORS[-1] + 0.5)
-        ax.legend(fontsize=7, loc="best")
-    axes[-1, 0].set_xlabel("PostgreSQL major (the registry's build of each)")
-    fig.tight_layout()
-    out = io.BytesIO()
-    fig.savefig(out, format="png", dpi=150, metadata={"Software": None})
-    plt.close(fig)
-    return out.getvalue()
+    return majors_table.matrix(study, root)
 
 
 def page(study: str, m: pd.DataFrame, failed: dict[int, str] | None = None) -> str:
     """A self-contained page: the claims x majors table, then the figure."""
     if m.empty:
         raise UserError(f"no analysed run of {study} under {ROOT}: run `pglab majors {study}` first")
-    table = m.assign(cell=m.apply(_cell, axis=1)).pivot(index="claim", columns="major", values="cell")
-    table = table.reindex(list(dict.fromkeys(m.claim)))
-    head = "".join(f"<th>{c} ({html.escape(str(m[m.major == c].version.iloc[0]))})</th>" for c in table.columns)
-    rows = "".join(f"<tr><th>{html.escape(claim)}</th>" + "".join(f"<td>{v if isinstance(v, str) else '-'}</td>"
-                                                              for v in row) + "</tr>"
-                   for claim, row in table.iterrows())
-    png = figure_png(m)
-    drawn = (f'<img alt="each claim\'s value by major" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
-             if png else "<p>No claim has a value on these runs (each was set aside: see the table).</p>")
     notes = "".join(f"<li>PostgreSQL {k}: {html.escape(v)}</li>" for k, v in sorted((failed or {}).items()))
-    runs = ", ".join(f"{k}: {v}" for k, v in m.drop_duplicates("major").set_index("major").run.items())
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1"><title>{study} across PostgreSQL majors</title>
 <style>body{{font:14px/1.4 sans-serif;margin:2em;max-width:70em}}table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:.3em .5em;vertical-align:top;text-align:left}}img{{max-width:100%}}</style>
-</head><body><h1>{study}: each claim on PostgreSQL {', '.join(map(str, table.columns))}</h1>
-<p>Each column is one run of the study on the registry's build of that major (one build family, so the major is
-what differs); each cell is the claim's verdict, then its value and interval (95% from 6 blocks on; from fewer, its
-real coverage in brackets). Debian's own 15 is another
-build family: whether it may be set beside these is what <code>pglab builds aa</code> measures.</p>
-<table><tr><th>claim</th>{head}</tr>{rows}</table>
-{f'<p>Not measured:</p><ul>{notes}</ul>' if notes else ''}
-<h2>Each claim's value across the majors</h2>{drawn}
-<p>Runs: {html.escape(runs)}.</p></body></html>
+</head><body><h1>{study}: each claim on PostgreSQL {', '.join(map(str, sorted(set(m.major))))}</h1>
+{majors_table.section_html(study, m)}
+{f'<p>Not measured:</p><ul>{notes}</ul>' if notes else ''}</body></html>
 """
+
+
+def ship(study: str, m: pd.DataFrame, root: Path = ROOT, dest: Path = SHIPPED) -> list[Path]:
+    """Each major's run copied into ``data/majors/<study>/pg<major>`` (the shipped reference: `dvc add` them) and
+    the table into ``data/majors/<study>.csv``; a major already shipped is refused, never overwritten."""
+    folders = [(root / f"pg{major}/data/raw" / study, dest / study / f"pg{major}") for major in sorted(set(m.major))]
+    taken = [str(to) for _, to in folders if to.exists() or Path(f"{to}.dvc").exists()]
+    if taken:
+        raise UserError(f"majors --ship: {', '.join(taken)} already shipped (a shipped run is never overwritten; "
+                        "remove it with `dvc remove` first if it is to be replaced)")
+    for src, to in folders:
+        shutil.copytree(src, to, symlinks=True)
+    m.to_csv(dest / f"{study}.csv", index=False)
+    return [to for _, to in folders]
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -155,6 +98,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--profile", help="the profile each major runs (default: the params file's `profile:`)")
     ap.add_argument("--majors", type=int, nargs="+", default=list(MAJORS), help="default: 13 14 15 16 17 18")
     ap.add_argument("--report-only", action="store_true", help="only redraw the page from the runs already there")
+    ap.add_argument("--ship", action="store_true",
+                    help="(maintainers) copy the runs into data/majors/<study>/ and the table into "
+                         "data/majors/<study>.csv, the shipped reference each study report shows; then `dvc add` "
+                         "the runs and `dvc push`")
 
 
 def run(a: argparse.Namespace) -> int:
@@ -171,6 +118,11 @@ def run(a: argparse.Namespace) -> int:
     out = REPORTS / f"majors_{a.study}.html"
     m = matrix(a.study)
     out.write_text(page(a.study, m, failed), encoding="utf-8")
+    TABLES.mkdir(parents=True, exist_ok=True)  # your next report of the study (`pglab report`) shows it
+    m.to_csv(TABLES / f"{a.study}.csv", index=False)
+    if a.ship:
+        for to in ship(a.study, m):
+            print(f"shipped {to}: `dvc add {to}`")
     print(f"{out}: {a.study} on PostgreSQL {', '.join(map(str, sorted(set(m.major))))}"
           + ("" if a.report_only else f" in {minutes(time.monotonic() - started)}")
           + (f"; not measured: {', '.join(map(str, failed))}" if failed else ""))

@@ -192,6 +192,10 @@ def collect_stage() -> list[str]:
     return out
 
 
+#: a study's shipped claims x majors table, which its report shows (``pglab.app.majors_table``)
+MAJORS = "data/majors/{study}.csv"
+
+
 def analyze_stage() -> list[str]:
     common, extra = per_study("analyze")
     slots, values = items("lib", extra, {s: f"lib/pglab/studies/{s}/__init__.py" for s in STUDIES})
@@ -199,11 +203,16 @@ def analyze_stage() -> list[str]:
     tables = {s: list(d.tables) for s, d in declared.items()}
     tslots, tvalues = items("table", tables, {s: (t[0] if t else "details.json") for s, t in tables.items()})
     out = ["  analyze:",
-           "    foreach:  # table1...: the study's own derived tables (or a folder of them), from its declaration;",
+           "    foreach:  # majors: its claims x PostgreSQL majors, where shipped; table1...: the study's own derived",
+           "      # tables (or a folder of them), from its declaration;",
            "      # lib1...: what its analysis imports beyond what every study's does (both padded: DVC cannot",
            "      # interpolate a list)"]
     for s in STUDIES:
         out.append(f"      {s}:")
+        shipped = (ROOT / MAJORS.format(study=s)).exists()
+        out.append(f"        majors: {MAJORS.format(study=s) if shipped else 'data/reference'}"
+                   + ("  # its claims x PostgreSQL majors (pglab majors --ship)" if shipped
+                      else "  # padding: none shipped"))
         out += [f"        {k}: {q(v)}" + (f"  # {declared[s].tables[v]}" if i < len(tables[s]) else "")
                 for i, (k, v) in enumerate(zip(tslots, tvalues[s], strict=True))]
         out += [f"        {k}: {q(v)}" + (f"  # {PAD_NOTE}" if i == len(extra[s]) else "")
@@ -218,7 +227,7 @@ def analyze_stage() -> list[str]:
             f"      cmd: python -m pglab.app.notebook_run {KEY}",
             "      deps:  # the run, the published numbers, the notebook, and exactly the files the notebook and the "
             "report import",
-            *lines(8, [f"data/raw/{KEY}", "data/reference", f"notebooks/{KEY}.ipynb", *common,
+            *lines(8, [f"data/raw/{KEY}", "data/reference", "${item.majors}", f"notebooks/{KEY}.ipynb", *common,
                        *(f"${{item.{k}}}" for k in slots)]),
             "      outs:", *lines(8, outs),
             "      metrics:  # the same ten short keys for every study (analysis/result.py headline)",

@@ -28,7 +28,7 @@ import pandas as pd
 from pglab.analysis import over_runs, placement, tally
 from pglab.analysis.stats import interval_words
 from pglab.analysis.text import count
-from pglab.app import beside, report_notebook, takeaway
+from pglab.app import beside, majors_table, report_notebook, takeaway
 from pglab.app.beside import num as _num
 from pglab.app.report_notebook import Notebook
 from pglab.runs import record
@@ -77,10 +77,12 @@ pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:.85em}details{margi
 summary{cursor:pointer;font-weight:600}.table{overflow-x:auto}
 .dataframe thead th{text-align:right}.dataframe tbody th{vertical-align:top}
 @media (max-width:700px){body{padding:0 12px 32px}
-table.verdicts thead,table.index thead,table.beside thead{display:none}
-table.verdicts tr,table.index tr,table.beside tr{display:block;border:1px solid #ccc;margin:0 0 12px}
-table.verdicts td,table.index td,table.beside td{display:block;border:0;border-bottom:1px solid #eee;text-align:left}
-table.verdicts td::before,table.index td::before,table.beside td::before{content:attr(title);display:block;
+table.verdicts thead,table.index thead,table.beside thead,table.majors thead{display:none}
+table.verdicts tr,table.index tr,table.beside tr,table.majors tr{display:block;border:1px solid #ccc;margin:0 0 12px}
+table.verdicts td,table.index td,table.beside td,table.majors td,table.majors tbody th{display:block;border:0;
+border-bottom:1px solid #eee;text-align:left}
+table.verdicts td::before,table.index td::before,table.beside td::before,table.majors td::before{content:attr(title);
+display:block;
 font-size:.8em;font-weight:600;color:#555}}
 """
 
@@ -240,10 +242,11 @@ def _fsync(derived: Path) -> float | None:
 
 
 def study_html(study: str, nb: Notebook, comparison: pd.DataFrame, manifest: dict[str, Any],
-               fsync_ops_s: float | None, beside_html: str = "", summary: pd.DataFrame | None = None) -> str:
+               fsync_ops_s: float | None, beside_html: str = "", summary: pd.DataFrame | None = None,
+               majors: pd.DataFrame | None = None) -> str:
     """The report of one study (pure: the same inputs give the same bytes); ``beside_html``: your run's claims
     beside the shipped reference's (``pglab.app.beside``), after the verdicts; ``summary``: its summary.csv, what
-    the takeaway says was measured when no claim got a number."""
+    the takeaway says was measured when no claim got a number; ``majors``: its claims x PostgreSQL majors table."""
     asked = question(study) or nb.title
     facts, run = machine_facts(manifest, fsync_ops_s), run_facts(manifest)
     number, _, title = article(study).partition(": ")
@@ -258,6 +261,7 @@ def study_html(study: str, nb: Notebook, comparison: pd.DataFrame, manifest: dic
            "divided within its block by the baseline. The verdict is the rule beside it applied to the 95% interval "
            "(no verdict while baseline / baseline excludes 1); the study's docs page states every rule and margin. "
            f"{runs_sentence(comparison, manifest)}</p>", LEGEND, beside_html,
+           "" if majors is None or majors.empty else majors_table.section_html(study, majors),
            "<h2 id=\"where\">Where it ran</h2>",
            f"<p>{html.escape(placement.summary(manifest))}</p>", emulation_html(manifest),
            "<p class=\"meta\">" + " | ".join(f"{k}: {html.escape(v)}" for k, v in run.items()) + "</p>"]
@@ -306,7 +310,9 @@ def write_study(study: str, root: Path, reference: Path | None = None) -> Path:
     side = "" if reference is None else beside.section_html(study, beside.read(reference, study),
                                                              beside.Side(comparison, manifest))
     summary = pd.read_csv(derived / "summary.csv") if (derived / "summary.csv").exists() else None
-    page = study_html(study, report_notebook.read(executed), comparison, manifest, _fsync(derived), side, summary)
+    majors = majors_table.read(root / "data" / "majors" / f"{study}.csv")  # shipped, or `pglab majors`'s in yours/
+    page = study_html(study, report_notebook.read(executed), comparison, manifest, _fsync(derived), side, summary,
+                      majors)
     out = root / "reports" / f"{study}.html"
     out.write_text(page, encoding="utf-8")
     return out
