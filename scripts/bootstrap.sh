@@ -11,8 +11,8 @@
 #      so that notebook outputs never reach a commit,
 #   5. as root: native/ built into /usr/local/lib/pglab (the flush emulation's LD_PRELOAD library and its
 #      probe, pglab.nodes.emulation), rebuilt when its source changes.
-#   6. the PostgreSQL builds of other majors a profile of params/*.yaml names (`postgres:`): fetched once per
-#      machine, checked against their pinned sha512 (pglab.hosts.builds; nothing to do when none is named).
+#   6. the PostgreSQL builds of other majors (params/postgres_builds.yaml: 13 to 18, and any a profile names):
+#      fetched once per machine, checked against their pinned sha512 (pglab.hosts.builds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # `make` puts .venv/bin first on PATH: the venv must be built by the system's Python, not its own
@@ -137,5 +137,6 @@ if [ "$(cat "$NATIVE_DIR/.stamp" 2>/dev/null || true)" != "$native_stamp" ]; the
   fi
 fi
 
-# PostgreSQL builds a profile names (params/postgres_builds.yaml): quiet when all are here, offline then
-.venv/bin/python -m pglab.app.builds_cli fetch --named-in params --quiet
+# every PostgreSQL build of params/postgres_builds.yaml (the registry's 13 to 18, about 22 MB each), and any other
+# a profile names: `pglab check` lists them present and `make majors` runs offline; quiet when all are here
+.venv/bin/python -m pglab.app.builds_cli fetch all --named-in params --quiet
