@@ -97,8 +97,10 @@ def figure_png(m: pd.DataFrame) -> bytes | None:
     claims = [c for c in dict.fromkeys(m.claim) if m[m.claim == c].reproduced.notna().any()]
     if not claims:
         return None
-    fig, axes = plt.subplots(len(claims), 1, figsize=(7, 2.2 * max(1, len(claims))), squeeze=False)
-    for ax, claim in zip(axes[:, 0], claims, strict=True):
+    cols = 2 if len(claims) > 2 else 1
+    rows = -(-len(claims) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 2.4 * rows), squeeze=False)
+    for ax, claim in zip(axes.flat, claims, strict=False):
         d = m[m.claim == claim].dropna(subset=["reproduced"])
         err = [(d.reproduced - d.low).clip(lower=0).fillna(0), (d.high - d.reproduced).clip(lower=0).fillna(0)]
         ax.errorbar(d.major, d.reproduced, yerr=err, fmt="o", capsize=4, label="this machine (95% interval)")
@@ -108,8 +110,10 @@ def figure_png(m: pd.DataFrame) -> bytes | None:
         ax.set_title(claim, fontsize=9, loc="left")
         ax.set_xticks(list(MAJORS), [str(x) for x in MAJORS])
         ax.set_xlim(MAJORS[0] - 0.5, MAJORS[-1] + 0.5)
+        ax.set_xlabel("PostgreSQL major", fontsize=8)
         ax.legend(fontsize=7, loc="best")
-    axes[-1, 0].set_xlabel("PostgreSQL major (the registry's build of each)")
+    for ax in list(axes.flat)[len(claims):]:
+        ax.set_visible(False)
     fig.tight_layout()
     out = io.BytesIO()
     fig.savefig(out, format="png", dpi=150, metadata={"Software": None})
