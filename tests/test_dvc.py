@@ -358,7 +358,9 @@ def test_every_shipped_report_opens_offline_with_its_verdicts_first(pulled: Path
         rows = [re.findall(r"<td[^>]*>(.*?)</td>", tr, re.S) for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", table, re.S)]
         shown = [re.sub(r"<[^>]+>", "", row[4]) for row in rows if row]
         assert shown == list(pd.read_csv(pulled / f"data/derived/{study}/comparison.csv").verdict), study
-        assert page.dom.count("<img ") == len(list((pulled / "figures" / study).glob("*.png"))), study
+        majors = (pulled / "data/majors" / f"{study}.csv").exists()  # its claims x majors figure (docs/majors.md)
+        assert page.dom.count("<img ") == len(list((pulled / "figures" / study).glob("*.png"))) + majors, study
+        assert ('id="majors"' in page.dom) == majors, study
         assert (page.dom.index('id="figures"') < page.dom.index('id="details"')
                 < page.dom.index("Parameters (papermill)")), study
         pixels = plt.imread(page.screenshot)
