@@ -127,3 +127,25 @@ def test_the_study_report_shows_its_majors(tmp_path: Path) -> None:
     assert page.index('id="verdicts"') < page.index('id="majors"') < page.index('id="where"')
     assert "<th>13 (13.23)</th><th>17 (17.10)</th>" in page
     assert page.replace(page[page.index('<h2 id="majors"'):page.index('<h2 id="where"')], "") == without
+
+
+def test_the_docs_page_gets_the_table_in_its_generated_block(tmp_path: Path) -> None:
+    """docs_verdicts writes the claims x majors table into the study page's block; `--check` then sees it."""
+    from pglab.app import docs_verdicts
+
+    study = "fdw_overhead"
+    if not (REPO / "data/raw" / study / "manifest.json").exists():
+        pytest.skip("the shipped runs are not checked out (dvc pull)")
+    for part in (f"data/raw/{study}", f"data/derived/{study}"):
+        shutil.copytree(REPO / part, tmp_path / part)
+    _fake_majors(tmp_path / "runs", study, (13, 18))
+    m = majors_table.matrix(study, tmp_path / "runs")
+    (tmp_path / "data/majors").mkdir()
+    m.to_csv(tmp_path / "data/majors" / f"{study}.csv", index=False)
+    lines = docs_verdicts.block(study, tmp_path).splitlines()
+    head = lines.index("### Across PostgreSQL majors")
+    assert lines[head + 4] == "| claim | 13 (13.23) | 18 (18.4) |" and lines[-1] == docs_verdicts.END
+    rows = [ln for ln in lines[head + 6:] if ln.startswith("| ")]
+    assert [r.split(" | ")[0][2:] for r in rows] == list(dict.fromkeys(m.claim))
+    first = m[m.major == 18].iloc[0]
+    assert f"{first.reproduced:.3g} [{first.low:.3g}, {first.high:.3g}]" in rows[0]

@@ -19,6 +19,7 @@ import pandas as pd
 
 from pglab.analysis.tally import words as tally_words
 from pglab.analysis.text import verdict_line
+from pglab.app import majors_table
 from pglab.app.summary import costs, published
 from pglab.runs import record
 from pglab.studies import STUDIES
@@ -76,6 +77,9 @@ def block(study: str, root: Path) -> str:
              "the rule with its numbers, and the machine property the answer depends on, here and in the article "
              f"(`data/derived/{study}/comparison.csv` has every column; `reports/{study}.html` the figures).", ""]
     lines += [verdict_line(row) for row in comparison.to_dict("records")]
+    majors = majors_table.read(root / "data" / "majors" / f"{study}.csv")
+    if majors is not None:
+        lines += ["", *majors_table.markdown(majors, f"data/majors/{study}.csv")]
     return "\n".join([*lines, "", END])
 
 

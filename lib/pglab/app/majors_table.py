@@ -130,6 +130,37 @@ def figure_html(m: pd.DataFrame) -> str:
             "interval on each major; the dashed line is the article's value.</figcaption></figure>")
 
 
+SHORT = {"held": "held", "did not hold": "did not hold", "not resolvable here": "open",
+         "not measurable here": "n/a"}
+
+
+def markdown(m: pd.DataFrame, source: str) -> list[str]:
+    """The docs page's table (``pglab.app.docs_verdicts``): a row per claim, a column per major, each cell the
+    verdict in short and the value with its interval."""
+    majors = sorted(set(m.major))
+    versions = m.groupby("major").version.first()
+    lines = ["### Across PostgreSQL majors", "",
+             f"The study's quick campaign on each major, the registry's build of it (`{source}`, made by `pglab "
+             "majors --ship`; the figure is in the report). Each cell: the verdict (open: not resolvable here; n/a: "
+             "not measurable here), the value and its 95% interval.", "",
+             "| claim | " + " | ".join(f"{k} ({versions[k]})" for k in majors) + " |",
+             "| --- |" + " --- |" * len(majors)]
+    for claim in dict.fromkeys(m.claim):
+        cells = []
+        for major in majors:
+            r = m[(m.claim == claim) & (m.major == major)]
+            if r.empty:
+                cells.append("not run")
+                continue
+            r = r.iloc[0]
+            value = "" if pd.isna(r.reproduced) else f" {r.reproduced:.3g}"
+            if value and not (pd.isna(r.low) or pd.isna(r.high)):
+                value += f" [{r.low:.3g}, {r.high:.3g}]"
+            cells.append(f"{SHORT.get(str(r.verdict), str(r.verdict))}{value}")
+        lines.append(f"| {claim} | " + " | ".join(cells) + " |")
+    return lines
+
+
 EXPLAINED = ("Each column is one run of the study on the registry's build of that major (one build family, so the "
              "major is what differs); each cell is the claim's verdict, then its value and interval (95% from 6 blocks "
              "on; from fewer, its real coverage in brackets). Debian's own 15 is another build family: whether it may "
