@@ -278,4 +278,4 @@ def test_setup_fetches_the_builds_the_profiles_name(tmp_path: Path) -> None:
     (tmp_path / "b.yaml").write_text("profiles:\n  quick: {postgres: embedded-18}\n  smoke: {postgres: 18}\n")
     (tmp_path / "hosts.yaml").write_text("hosts:\n  local: {kind: local}\n")
     assert builds_cli.named_in(tmp_path) == ["18", "13", "embedded-18"]
-    assert builds_cli.named_in(Path(__file__).parent.parent / "params") == []  # the shipped profiles: Debian's
+    assert builds_cli.named_in(Path(__file__).parent.parent / "params") == ["13", "18"]  # logical_replication upgrade

@@ -16,16 +16,18 @@ from pglab.userfiles import yaml_mapping
 
 
 def named_in(folder: str | Path) -> list[str]:
-    """The builds the profiles of the study params files in ``folder`` name, in file order, once each."""
+    """The builds the profiles of the study params files in ``folder`` name (``postgres``, ``subscriber_postgres``...),
+    in file order, once each."""
     found: dict[str, None] = {}
     for path in sorted(Path(folder).glob("*.yaml")):
         data = yaml_mapping(path, "a params file")
         profiles = data.get("profiles")
         if not isinstance(profiles, dict):
             continue  # the inventory, the builds' catalogue
-        for body in profiles.values():
-            if isinstance(body, dict) and body.get("postgres") is not None:
-                found[str(body["postgres"])] = None
+        for body in profiles.values():  # `postgres:`, and a study's other nodes' (subscriber_postgres...)
+            for key, value in (body.items() if isinstance(body, dict) else ()):
+                if (key == "postgres" or str(key).endswith("_postgres")) and value is not None:
+                    found[str(value)] = None
     return list(found)
 
 
