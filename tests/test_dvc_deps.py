@@ -240,6 +240,9 @@ def test_a_new_study_changes_no_other_studys_stage(tmp_path: Path, monkeypatch: 
     outputs and command, however the items are padded): adding a study re-measures none of the others."""
     for d in ("lib", "params", "notebooks"):
         shutil.copytree(REPO / d, tmp_path / d, ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "data/majors").mkdir(parents=True)  # the shipped claims x majors tables: analyze deps
+    for table in (REPO / "data/majors").glob("*.csv"):
+        shutil.copy(table, tmp_path / "data/majors" / table.name)
     folder = tmp_path / "lib/pglab/studies/zz_skeleton"
     folder.mkdir()
     for name, text in SKELETON.items():

@@ -174,6 +174,9 @@ def test_both_baseline_copies_divide_and_a_block_without_any_gives_no_ratio() ->
     assert set(r[r.config == "x"].block) == {1, 2, 3} and set(r[r.config == AA].block) == {1, 3}
     none = pts[~((pts.block == 2) & (pts.config == "base"))]
     assert set(effects.block_ratios(none, "base").block) == {1, 3}
+    # the baseline alone, each block's second copy lost (logical_replication with one system): no ratio, no error
+    alone = pts[(pts.config == "base") & (pts["copy"] == 1)]
+    assert effects.block_ratios(alone, "base").empty
 
 
 def test_steal_flagged_points_are_left_out_and_counted() -> None:

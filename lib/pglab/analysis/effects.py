@@ -57,7 +57,8 @@ def block_ratios(points: pd.DataFrame, baseline: str, by: Sequence[str] = ("grou
     merged["ratio"] = merged[value] / merged["baseline"]
     cols = [*keys, "config", "ratio", value, "baseline"]
     out = pd.concat([merged[cols], aa[cols]], ignore_index=True) if len(aa) else merged[cols]
-    return out.sort_values([*keys, "config"], kind="stable").reset_index(drop=True)
+    # reset first: a run with no baseline measured leaves the join's key levels as its (empty) index
+    return out.reset_index(drop=True).sort_values([*keys, "config"], kind="stable").reset_index(drop=True)
 
 
 def steal_note(points: pd.DataFrame) -> str:
