@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -66,21 +67,22 @@ def cell(r: pd.Series) -> str:
     return f"<b>{html.escape(str(r.verdict))}</b><br>{value}{why}"
 
 
+def grid(m: pd.DataFrame) -> Iterator[tuple[str, list[tuple[int, pd.Series | None]]]]:
+    """Each claim with its row at each major of ``m`` (None where that major has none), claims in table order."""
+    majors = sorted(set(m.major))
+    for claim in dict.fromkeys(m.claim):
+        mine = m[m.claim == claim].drop_duplicates("major").set_index("major")
+        yield claim, [(k, mine.loc[k] if k in mine.index else None) for k in majors]
+
+
 def table_html(m: pd.DataFrame) -> str:
     """A row per claim, a column per major (headed by its exact version), each cell in its verdict's colour."""
-    majors = sorted(set(m.major))
-    head = "".join(f"<th>{c} ({html.escape(str(m[m.major == c].version.iloc[0]))})</th>" for c in majors)
+    head = "".join(f"<th>{c} ({html.escape(str(m[m.major == c].version.iloc[0]))})</th>" for c in sorted(set(m.major)))
     rows = []
-    for claim in dict.fromkeys(m.claim):
-        cells = []
-        for major in majors:
-            found = m[(m.claim == claim) & (m.major == major)]
-            if found.empty:
-                cells.append("<td>not run</td>")
-                continue
-            r = found.iloc[0]
-            title = f"PostgreSQL {major} ({html.escape(str(r.version))})"
-            cells.append(f"<td title=\"{title}\" class=\"{VERDICT_CLASS.get(str(r.verdict), '')}\">{cell(r)}</td>")
+    for claim, at in grid(m):
+        cells = ["<td>not run</td>" if r is None else
+                 f"<td title=\"PostgreSQL {k} ({html.escape(str(r.version))})\" "
+                 f"class=\"{VERDICT_CLASS.get(str(r.verdict), '')}\">{cell(r)}</td>" for k, r in at]
         rows.append(f"<tr><th>{html.escape(claim)}</th>{''.join(cells)}</tr>")
     return (f"<table class=\"majors\"><thead><tr><th>claim</th>{head}</tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table>")
@@ -140,19 +142,17 @@ def markdown(m: pd.DataFrame, source: str) -> list[str]:
     majors = sorted(set(m.major))
     versions = m.groupby("major").version.first()
     lines = ["### Across PostgreSQL majors", "",
-             f"The study's quick campaign on each major, the registry's build of it (`{source}`, made by `pglab "
+             f"Each major's campaign of the study, on the registry's build of it (`{source}`, made by `pglab "
              "majors --ship`; the figure is in the report). Each cell: the verdict (open: not resolvable here; n/a: "
              "not measurable here), the value and its 95% interval.", "",
              "| claim | " + " | ".join(f"{k} ({versions[k]})" for k in majors) + " |",
              "| --- |" + " --- |" * len(majors)]
-    for claim in dict.fromkeys(m.claim):
+    for claim, at in grid(m):
         cells = []
-        for major in majors:
-            r = m[(m.claim == claim) & (m.major == major)]
-            if r.empty:
+        for _, r in at:
+            if r is None:
                 cells.append("not run")
                 continue
-            r = r.iloc[0]
             value = "" if pd.isna(r.reproduced) else f" {r.reproduced:.3g}"
             if value and not (pd.isna(r.low) or pd.isna(r.high)):
                 value += f" [{r.low:.3g}, {r.high:.3g}]"
