@@ -25,7 +25,9 @@ CHECK_SQL = ("select (select count(*) from pgbench_accounts), (select sum(abalan
              "(select count(*) from pgbench_branches), (select sum(bbalance) from pgbench_branches), "
              "(select count(*) from pgbench_tellers), (select sum(tbalance) from pgbench_tellers), "
              "(select count(*) from pgbench_history), "
-             "(select sum(hashtext(aid::text || ':' || abalance)) from pgbench_accounts)")
+             "(select sum(hashint8(aid::bigint * 4294967296 + abalance)) from pgbench_accounts)")
+# the last sum pairs each aid with its balance; it has no text (whose collation postgres_fdw will not ship), so
+# every aggregate runs on the source and a check through a foreign target costs 0.4 s, not 2.7 s at scale 10
 
 
 def checks(t: Targets, clients: dict[str, Client], store: RunStore, p: Params) -> None:

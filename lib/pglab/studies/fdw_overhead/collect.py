@@ -136,12 +136,13 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
         targets = deploy(run.s, p, store)
         where = clients(run.s, p, targets)
         cores = int(store.manifest["hosts"][next(iter(where.values())).host.name].get("cores", 2))
-        initialise(targets, store, p)
-        checks(targets, where, store, p)
-        if p.explain:
-            explain(targets, where, store)
-        if p.round_trip_transactions:
-            round_trips(targets, where, store, p)
+        with run.s.deploy.flushing(0):  # the set-up measures nothing: at the disk's own speed, not the emulated one
+            initialise(targets, store, p)
+            checks(targets, where, store, p)
+            if p.explain:
+                explain(targets, where, store)
+            if p.round_trip_transactions:
+                round_trips(targets, where, store, p)
 
         def measure(pl: Planned, point: Point, watch: Watch) -> str | None:
             return _measure(pl, point, targets, where, p, cores, watch)
