@@ -127,6 +127,10 @@ def test_the_study_report_shows_its_majors(tmp_path: Path) -> None:
     assert page.index('id="verdicts"') < page.index('id="majors"') < page.index('id="where"')
     assert "<th>13 (13.23)</th><th>17 (17.10)</th>" in page
     assert page.replace(page[page.index('<h2 id="majors"'):page.index('<h2 id="where"')], "") == without
+    index = report.index_html(tmp_path)  # and the index links it
+    assert f'<a href="{study}.html#majors">on PostgreSQL 13-17</a>' in index
+    (tmp_path / "data/majors" / f"{study}.csv").unlink()
+    assert "#majors" not in report.index_html(tmp_path)
 
 
 def test_the_docs_page_gets_the_table_in_its_generated_block(tmp_path: Path) -> None:

@@ -161,10 +161,13 @@ def markdown(m: pd.DataFrame, source: str) -> list[str]:
     return lines
 
 
-EXPLAINED = ("Each column is one run of the study on the registry's build of that major (one build family, so the "
-             "major is what differs); each cell is the claim's verdict, then its value and interval (95% from 6 blocks "
-             "on; from fewer, its real coverage in brackets). Debian's own 15 is another build family: whether it may "
-             "be set beside these is what <code>pglab builds aa</code> measures.")
+EXPLAINED = ("Each column is the study run on the registry's build of that major (one build family, so the major "
+             "is what differs); each cell is the claim's verdict, then its value and 95% interval: over the major's "
+             "runs (a t interval) when it ran a campaign, else over its run's blocks (from fewer than 6 blocks, "
+             "with the interval's real coverage in brackets). Debian's own 15 is another build family: whether it "
+             "may be set beside these is what <code>pglab builds aa</code> measures. Runs from different boots of a "
+             "virtual machine may have met different hardware (this one's boots differed 3x in per-query time): "
+             "each run's manifest names its <code>machine</code> (machine id / boot).")
 
 
 def section_html(study: str, m: pd.DataFrame) -> str:

@@ -252,7 +252,9 @@ def last_stages() -> list[str]:
         ["data/ledger/reference.sqlite.gz"], ["      - reports/history.html"])
     index = single_stage(
         "report_index", "every study on one page: their verdicts, runs, machine, PostgreSQL version and date, with "
-        "links", [*manifests, *(f"data/derived/{s}/comparison.csv" for s in STUDIES)], ["      - reports/index.html"])
+        "links", [*manifests, *(f"data/derived/{s}/comparison.csv" for s in STUDIES),
+                  *(MAJORS.format(study=s) for s in STUDIES if (ROOT / MAJORS.format(study=s)).exists())],
+        ["      - reports/index.html"])
     return [*history, *index]
 
 

@@ -328,7 +328,10 @@ def index_html(root: Path, reference: Path | None = None) -> str:
             continue
         sides[study] = side
         run = run_facts(side.manifest)
-        rows.append({"study": f"<a href=\"{study}.html\">{html.escape(study)}</a>",
+        majors = majors_table.read(root / "data" / "majors" / f"{study}.csv")  # its claims x majors section
+        rows.append({"study": f"<a href=\"{study}.html\">{html.escape(study)}</a>" + (
+            f"<br><a href=\"{study}.html#majors\">on PostgreSQL {majors.major.min()}-{majors.major.max()}</a>"
+            if majors is not None and len(majors) else ""),
                      "question": html.escape(question(study)), "verdicts": beside.tally_cell(side),
                      **({"reference": beside.tally_cell(beside.read(reference, study))} if reference else {}),
                      **{k: html.escape(run[k]) for k in ("run", "profile", "date", "postgres", "machine")}})
