@@ -23,6 +23,7 @@ from pglab.nodes.standby_copy import backup_sql
 from pglab.runs import preflight
 from pglab.runs.params import StudyParams, validate
 from pglab.runs.session import session
+from pglab.studies.cloud_providers.params import Params as CloudParams
 
 pytestmark = pytest.mark.servers
 REPO = Path(__file__).resolve().parent.parent
@@ -82,6 +83,12 @@ def test_a_profile_names_a_build_by_major_or_id() -> None:
         validate(StudyParams, {"postgres": "18; drop"}, "t")
     with pytest.raises(ParameterError, match=r"in t:\n  - postgres: '12' is no PostgreSQL build \(known: debian-15"):
         preflight.builds_named(validate(StudyParams, {"postgres": "12"}, "t"), "t")
+    # cloud_providers keeps its own model (its targets are given): the same field, the same rules
+    smoke = yaml.safe_load((REPO / "params/cloud_providers.yaml").read_text())["profiles"]["smoke"]
+    p = validate(CloudParams, {**smoke, "postgres": 13}, "t")
+    assert preflight.builds_named(p)["postgres"].id == "embedded-13" and p.postgres == "embedded-13"
+    with pytest.raises(ParameterError, match=r"postgres: Value error, a PostgreSQL major such as 18"):
+        validate(CloudParams, {**smoke, "postgres": "13 -c x"}, "t")
 
 
 def test_a_study_on_another_major_records_its_build_and_is_never_pooled_with_debians(tmp_path: Path) -> None:

@@ -94,7 +94,8 @@ def ship(study: str, m: pd.DataFrame, root: Path = ROOT, dest: Path = SHIPPED) -
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("study", help="the study each major runs (any but cloud_providers, whose targets are given)")
+    ap.add_argument("study", help="the study each major runs (cloud_providers: its provisioned targets; a dsn "
+                                     "target is whatever server it names)")
     ap.add_argument("--profile", help="the profile each major runs (default: the params file's `profile:`)")
     ap.add_argument("--majors", type=int, nargs="+", default=list(MAJORS), help="default: 13 14 15 16 17 18")
     ap.add_argument("--report-only", action="store_true", help="only redraw the page from the runs already there")

@@ -9,12 +9,12 @@ tables in a dsn or service target's database only when the target says ``disposa
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
 from pglab.errors import UserError
-from pglab.runs.params import not_reserved
+from pglab.runs.params import BUILD_NAME, not_reserved
 from pglab.userfiles import CONTROL, one_line
 
 Workload = Literal["pgbench", "sysbench"]
@@ -159,6 +159,10 @@ class Params(BaseModel):
 
     targets: list[TargetSpec] = Field(min_length=1)  # see docs/cloud_providers.md; the first is the baseline
     runs: PositiveInt = 1  # a campaign of independent runs (pglab.app.collect), as runs.params.StudyParams has it
+    # the provisioned targets' PostgreSQL build (params/postgres_builds.yaml): a major 13-18 or a build id; None: each
+    # host's own bindir. A dsn or service target is whatever server it names (its version is recorded as found)
+    postgres: str | int | None = None
+    BUILDS: ClassVar[tuple[str, ...]] = ("postgres",)  # fields that name a PostgreSQL build (runs.preflight)
     baseline: str | None = None  # runs twice per block (A/A); ratios are to it; None = the first target
     client_host: str = "local"  # inventory host where pgbench and sysbench run (near the targets)
     workloads: list[Workload] = Field(default_factory=lambda: ["pgbench", "sysbench"], min_length=1)
@@ -182,6 +186,14 @@ class Params(BaseModel):
     init_timeout_s: PositiveInt = 1800  # pgbench -i and sysbench prepare are killed after this, point failed
     client_timeout_s: PositiveInt = 300  # a run longer than its seconds plus this is killed, point failed
     seed: int = 1  # order of the points within blocks
+
+    @field_validator("postgres")
+    @classmethod
+    def _build_name(cls, v: str | int | None) -> str | int | None:
+        if v is not None and not BUILD_NAME.fullmatch(str(v)):  # the same rule as every other study's
+            raise ValueError("a PostgreSQL major such as 18, or a build id of params/postgres_builds.yaml such as "
+                             "embedded-18")
+        return v
 
     @field_validator("workloads")
     @classmethod
