@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ from conftest import postgres_pids
 from pglab.analysis import build_family
 from pglab.app import build_aa, comparable, majors
 from pglab.errors import ParameterError
-from pglab.hosts import builds
+from pglab.hosts import build_copy, builds
 from pglab.hosts.inventory import Inventory
 from pglab.ledger import rows
 from pglab.nodes.standby_copy import backup_sql
@@ -206,3 +207,33 @@ def test_postgres_fdw_from_18_to_13(tmp_path: Path) -> None:
     assert manifest["tools"]["postgres"] == "postgres (PostgreSQL) 18.4"
     assert manifest["tools"]["postgres (external)"] == "postgres (PostgreSQL) 13.23"
     assert manifest["topology"]["external"]["build"] == "embedded-13"
+
+
+def test_a_build_pushed_to_an_ssh_host_runs_a_server_there(sshd_server) -> None:  # noqa: ANN001
+    """`pglab builds push HOST BUILD`: before it the run is refused with that command; after it the host's
+    builds_dir holds the verified tree (a second push copies nothing) and a node there runs the build from it."""
+    from conftest import ssh_entry
+
+    build = builds.resolve("13")
+    where = f"{sshd_server.workdir}/builds-{os.getpid()}"  # another folder than this machine's: a host of its own
+    entry = ssh_entry(sshd_server).model_copy(update={"builds_dir": where})
+    inventory = Inventory(hosts={"local": Inventory().entry("local"), "ssh": entry})
+    before = preflight.build_problems(build, inventory, ["ssh"])
+    assert len(before) == 1 and f"`pglab builds push ssh {build.id}`" in before[0] and where in before[0]
+    try:
+        with inventory.connect("ssh") as host:
+            assert build_copy.push(host, entry, build, progress=False) == (f"{where}/{build.id}/bin", True)
+            assert build_copy.push(host, entry, build, progress=False) == (f"{where}/{build.id}/bin", False)
+            assert not host.run(["sh", "-c", f"ls -a {where}"]).stdout.count(".push-")  # no staging left
+        assert preflight.build_problems(build, inventory, ["ssh"]) == []
+        with session(inventory, build=build) as s:
+            s.deploy.open(["ssh"])
+            node = s.deploy.node("n13", "ssh")
+            node.start()
+            assert node.bin("postgres").startswith(f"{where}/{build.id}/bin")
+            assert node.query("show server_version")[0][0] == build.version
+            base = node.ws.base
+        assert not postgres_pids(base)
+    finally:
+        with inventory.connect("ssh") as host:
+            host.remove_tree(where)

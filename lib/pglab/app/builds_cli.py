@@ -1,4 +1,4 @@
-"""``pglab builds``: the PostgreSQL builds of params/postgres_builds.yaml, listed or fetched (pglab.hosts.builds).
+"""``pglab builds``: the PostgreSQL builds of params/postgres_builds.yaml, listed, fetched, or pushed to a host.
 
 ``fetch --named-in params`` fetches what any profile of a study's params file names (``postgres:``): what
 ``make setup`` runs, so a profile's build is on the machine before its first run, and offline after that.
@@ -39,6 +39,12 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     f.add_argument("builds", nargs="*", help="ids or majors (15 is Debian's, 18 the embedded one), or all")
     f.add_argument("--named-in", metavar="FOLDER", help="also every build a profile in FOLDER/*.yaml names")
     f.add_argument("--quiet", action="store_true", help="no progress bar")
+    p = sub.add_parser("push", help="copy registry builds to an SSH host of the inventory, where a run will need "
+                                    "them (under its builds_dir; a lab host shares this machine's and needs none)")
+    p.add_argument("host", help="the inventory host")
+    p.add_argument("builds", nargs="+", help="ids or majors (13 to 18: the registry's builds)")
+    p.add_argument("--inventory", default="params/hosts.yaml", help="the host inventory (default params/hosts.yaml)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar when a build is fetched here first")
     a = sub.add_parser("aa", help="the same minor of Debian's and the registry's build side by side, in blocks: does "
                                   "the build family matter on this machine? (pglab.app.build_aa)")
     a.add_argument("--major", type=int, default=15, help="the major both families have (default 15: 15.18)")
@@ -75,6 +81,8 @@ def run(a: argparse.Namespace) -> int:
                                  select_only=a.select_only, margin=a.margin, seed=a.seed)
             print(build_aa.words(r))
             return 0
+        if a.command == "push":
+            return push(a)
         specs = list(builds.catalogue(a.catalogue)) if a.builds == ["all"] else list(a.builds)
         specs += named_in(a.named_in) if a.named_in else []
         for b in dict.fromkeys(builds.resolve(s, a.catalogue) for s in specs):  # all checked before a download
@@ -86,6 +94,25 @@ def run(a: argparse.Namespace) -> int:
     except (ProcessError, UserError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1 if isinstance(exc, ProcessError) else 2
+
+
+def push(a: argparse.Namespace) -> int:
+    """Each build named on the host: copied there unless it has it (checked by its marker, not by its path)."""
+    from pglab.hosts import build_copy
+    from pglab.hosts.inventory import load_inventory
+
+    inventory = load_inventory(a.inventory)
+    if a.host not in inventory.hosts:
+        raise UserError(f"push: no host {a.host!r} in {a.inventory} (hosts: {', '.join(inventory.hosts)})")
+    entry = inventory.entry(a.host)
+    if entry.kind == "local":
+        raise UserError(f"push: {a.host} is this machine: `pglab builds fetch` puts builds here")
+    wanted = [builds.resolve(s, a.catalogue) for s in a.builds]  # all checked before a byte moves
+    with inventory.connect(a.host) as host:
+        for b in dict.fromkeys(wanted):
+            where, copied = build_copy.push(host, entry, b, progress=not a.quiet)
+            print(f"{a.host}: {b.id} {'copied to' if copied else 'already in'} {where}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

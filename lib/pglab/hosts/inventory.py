@@ -45,6 +45,9 @@ class HostEntry(BaseModel):
     accept_unknown_host_key: bool = False  # explicit opt-in; default rejects unknown keys
     server_user: str | None = None  # OS user for PostgreSQL; default: login user, or postgres for root
     bindir: str = "/usr/lib/postgresql/15/bin"  # PostgreSQL binaries on that host
+    # ssh: where registry builds of other majors live there (`pglab builds push HOST BUILD` copies them);
+    # None: the same path as on this machine (pglab.hosts.build_copy)
+    builds_dir: str | None = None
     workdir: str = Field(default_factory=default_workdir)  # base of the per-run folders (short: socket paths <= 107 B)
     port_range: tuple[int, int] = (20000, 60000)  # where node ports are picked
 
@@ -69,6 +72,11 @@ class HostEntry(BaseModel):
         if not PLAIN_PATH.fullmatch(v):
             raise ValueError(f"{v!r} must be an absolute path of letters, digits and . _ + - @ / only")
         return v
+
+    @field_validator("builds_dir")
+    @classmethod
+    def _plain_builds_dir(cls, v: str | None) -> str | None:
+        return None if v is None else cls._plain_path(v)
 
     @field_validator("user", "server_user")
     @classmethod

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pglab.errors import ProcessError, UserError
-from pglab.hosts import builds
+from pglab.hosts import build_copy, builds
 from pglab.hosts.base import Host
 from pglab.hosts.inventory import Inventory
 from pglab.nodes import emulation as emu
@@ -158,9 +158,10 @@ class Deployment:
         """A new, initialised (not started) node on ``host_name`` with a free port; ``build``: its server's, when
         it is not the deployment's (a node of another major, as an upgrade or a federation has)."""
         ws = self.workspace(host_name)
-        own, build = self.inventory.entry(host_name).bindir, build or self.build
-        other = build is not None and builds.bindir(build) != own
-        node = Node(ws, name, self._port(host_name), builds.bindir(build) if other else own,  # type: ignore[arg-type]
+        entry, build = self.inventory.entry(host_name), build or self.build
+        own, there = entry.bindir, build_copy.bindir_on(build, entry) if build else None
+        other = there is not None and there != own
+        node = Node(ws, name, self._port(host_name), there if other else own,  # type: ignore[arg-type]
                     on_start=self._starting, fixed=self._server_tls(host_name), hba_addresses=tuple(self.addresses),
                     build=build.id if other else None, tools_bindir=own if other else None)  # type: ignore[union-attr]
         self._core_left(node)  # refused before initdb

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pglab.errors import ParameterError, PglabError, PreflightError, UserError
-from pglab.hosts import builds
+from pglab.hosts import build_copy, builds
 from pglab.hosts.base import Host
 from pglab.hosts.inventory import Inventory
 
@@ -100,20 +100,22 @@ def local_tools() -> dict[str, Any]:
 def build_problems(build: builds.Build, inventory: Inventory, host_names: Iterable[str]) -> list[str]:
     """``build`` fetched here (once per machine: offline after that) and present on every host of the run.
 
-    pglab fetches builds on this machine only: a lab host shares its filesystem, another SSH host needs the
-    same folder copied to it (``rsync -a <builds dir>/<id>/ host:<same path>/``)."""
+    pglab fetches builds on this machine only: a lab host shares its filesystem, another SSH host gets the build
+    by ``pglab builds push HOST BUILD`` (pglab.hosts.build_copy)."""
     try:
-        bindir = builds.fetch(build)
+        builds.fetch(build)
     except PglabError as exc:
         return [f"PostgreSQL build {build.id}: {exc}"]
     problems = []
     for name in dict.fromkeys(host_names):
         if name not in inventory.hosts or inventory.entry(name).kind == "local":
             continue  # an unknown host is host_problems' to report
+        entry = inventory.entry(name)
         with inventory.connect(name) as host:
-            if host.run(["test", "-x", f"{bindir}/postgres"], check=False).exit_code:
-                problems.append(f"host {name}: PostgreSQL build {build.id} is not at {bindir} there (pglab "
-                                f"fetches builds on this machine only; copy that folder to the same path there)")
+            if not build_copy.present_on(host, build, entry):
+                where = build_copy.bindir_on(build, entry)
+                problems.append(f"host {name}: PostgreSQL build {build.id} is not at {where} there (pglab fetches "
+                                f"builds on this machine only): `pglab builds push {name} {build.id}` copies it")
     return problems
 
 

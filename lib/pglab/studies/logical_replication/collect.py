@@ -20,7 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from pglab.hosts import builds
+from pglab.hosts import build_copy
 from pglab.hosts.inventory import Inventory
 from pglab.nodes.topology import Client
 from pglab.replication.base import System
@@ -71,7 +71,8 @@ def check(p: Params, inventory: Inventory) -> dict[str, str]:
         for host_name, build in sides:  # daemons run on both
             if host_name not in hosts:
                 continue
-            bindir = builds.bindir(build) if build else inventory.entry(host_name).bindir
+            entry = inventory.entry(host_name)
+            bindir = build_copy.bindir_on(build, entry) if build else entry.bindir
             for name in p.systems:
                 if ids[0] != ids[1] and name != "builtin":
                     reason = (f"not available across two builds ({ids[0]} -> {ids[1]}): only built-in logical "
@@ -114,11 +115,12 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
         store.manifest["systems"] = {name: {"status": "skipped", "reason": why} for name, why in skipped.items()}
         host = s.host(p.provider_host)  # server and client versions, and every system's Debian package
         named = preflight.builds_named(p)
-        own, build, sub = s.deploy.inventory.entry(host.name).bindir, named.get("postgres"), \
-            named.get("subscriber_postgres")
+        entry, build, sub = s.deploy.inventory.entry(host.name), named.get("postgres"), named.get("subscriber_postgres")
+        own = entry.bindir
         tools.record(store, tools.versions(host, own, ("pgbench",)),
-                     tools.versions(host, builds.bindir(build) if build else own, ("postgres",)),
-                     {"postgres (subscriber)": tools.versions(host, builds.bindir(sub), ("postgres",))["postgres"]}
+                     tools.versions(host, build_copy.bindir_on(build, entry) if build else own, ("postgres",)),
+                     {"postgres (subscriber)": tools.versions(host, build_copy.bindir_on(sub, entry),
+                                                              ("postgres",))["postgres"]}
                      if sub else {},
                      tools.debian_versions(host, [pkg for name in p.systems for pkg in CLASSES[name].debian_packages]))
         client = s.deploy.client(p.client_host) if p.client_host else None
