@@ -41,10 +41,9 @@ def present_on(host: Host, build: builds.Build, entry: HostEntry) -> bool:
         return host.run(["test", "-x", f"{builds.bindir(build)}/postgres"], check=False).exit_code == 0
     res = host.run(["cat", posixpath.join(root_on(build, entry), builds.MARKER)], check=False)
     try:
-        marker = json.loads(res.stdout) if res.exit_code == 0 else None
+        return res.exit_code == 0 and builds.marks(json.loads(res.stdout), build)
     except ValueError:
         return False
-    return isinstance(marker, dict) and marker.get("integrity") == build.integrity
 
 
 def push(host: Host, entry: HostEntry, build: builds.Build, progress: bool = True) -> tuple[str, bool]:

@@ -185,9 +185,13 @@ def present(build: Build) -> bool:
     if build.family == "debian":
         return os.access(Path(bindir(build)) / "postgres", os.X_OK)
     try:
-        marker = json.loads((builds_dir() / build.id / MARKER).read_text())
+        return marks(json.loads((builds_dir() / build.id / MARKER).read_text()), build)
     except (OSError, ValueError):
         return False
+
+
+def marks(marker: object, build: Build) -> bool:
+    """Whether a tree's marker (its JSON) says it is this very tarball, here or on another host."""
     return isinstance(marker, dict) and marker.get("integrity") == build.integrity
 
 

@@ -39,6 +39,14 @@ M = TypeVar("M", bound=BaseModel)
 BUILD_NAME = re.compile(r"[0-9]{1,2}|[a-z]+-[0-9]{1,2}")  # "18", "embedded-18" (pglab.hosts.builds.resolve)
 
 
+def build_name(v: Any) -> Any:
+    """A field naming a PostgreSQL build: its shape only (the analysis reads it without the host layer)."""
+    if v is not None and not BUILD_NAME.fullmatch(str(v)):
+        raise ValueError("a PostgreSQL major such as 18, or a build id of params/postgres_builds.yaml such as "
+                         "embedded-18")
+    return v
+
+
 def unique_items(v: list) -> list:
     """For list fields whose entries must not repeat (levels, systems, clients)."""
     if len(set(v)) != len(v):
@@ -109,9 +117,8 @@ class StudyParams(BaseModel):
             return unique_items(v)
         if info.field_name == "server_settings":
             return not_reserved(v, cls.RESERVED, cls.RESERVED_BY)
-        if info.field_name in cls.BUILDS and v is not None and not BUILD_NAME.fullmatch(str(v)):
-            raise ValueError("a PostgreSQL major such as 18, or a build id of params/postgres_builds.yaml such as "
-                             "embedded-18")  # which builds exist: runs.preflight.builds_named, before anything starts
+        if info.field_name in cls.BUILDS:
+            return build_name(v)  # which builds exist: runs.preflight.builds_named, before anything starts
         if info.field_name == "emulate" and v is not None and len(v.flush_latency_ms) > 1 and not cls.FLUSH_LADDER:
             raise ValueError(f"flush_latency_ms {v.flush_latency_ms}: this study measures one flush level a run "
                              "(a ladder of levels is synchronous_commit's); give one")

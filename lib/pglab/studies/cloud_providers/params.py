@@ -14,7 +14,7 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
 from pglab.errors import UserError
-from pglab.runs.params import BUILD_NAME, not_reserved
+from pglab.runs.params import build_name, not_reserved
 from pglab.userfiles import CONTROL, one_line
 
 Workload = Literal["pgbench", "sysbench"]
@@ -190,10 +190,7 @@ class Params(BaseModel):
     @field_validator("postgres")
     @classmethod
     def _build_name(cls, v: str | int | None) -> str | int | None:
-        if v is not None and not BUILD_NAME.fullmatch(str(v)):  # the same rule as every other study's
-            raise ValueError("a PostgreSQL major such as 18, or a build id of params/postgres_builds.yaml such as "
-                             "embedded-18")
-        return v
+        return build_name(v)  # the same rule as every other study's
 
     @field_validator("workloads")
     @classmethod
