@@ -5,6 +5,7 @@ it without the host and node layers; ``pglab.nodes.emulation`` carries it out.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 #: what each preset imitates: a hard disk with its write cache off flushes at most once a rotation (60 s / rpm)
@@ -48,7 +49,14 @@ class Emulation:
     core_per_node: bool = False
 
     def flushes(self, node_name: str) -> bool:
-        return bool(self.flush) and (self.nodes is None or node_name in self.nodes)
+        """Whether ``node_name`` is one of ``nodes``: by its name, its name without a set-up's generation suffix
+        (``pglogical_provider_2``), or its role, the name's last word (``provider``)."""
+        if not self.flush:
+            return False
+        if self.nodes is None:
+            return True
+        base = re.sub(r"_[0-9]+$", "", node_name)
+        return bool({node_name, base, base.rsplit("_", 1)[-1]} & set(self.nodes))
 
     def words(self) -> str:
         """The property as a verdict states it."""

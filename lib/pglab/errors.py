@@ -39,14 +39,20 @@ class UserError(PglabError):
     """Bad input: raised before any server or process starts."""
 
 
+def listed(problems: list[str]) -> str:
+    """One problem on the message's own line (a refusal a script can read as one line); several, one a line."""
+    if len(problems) == 1:
+        return f" {problems[0]}"
+    return "".join(f"\n  - {p}" for p in problems)
+
+
 class ParameterError(UserError):
     """Parameters that do not validate; ``problems`` names every bad key."""
 
     def __init__(self, source: str, problems: list[str]):
         self.source = source
         self.problems = problems
-        lines = "\n".join(f"  - {p}" for p in problems)
-        super().__init__(f"invalid parameters in {source}:\n{lines}")
+        super().__init__(f"invalid parameters in {source}:{listed(problems)}")
 
 
 class PreflightError(UserError):
@@ -54,8 +60,7 @@ class PreflightError(UserError):
 
     def __init__(self, problems: list[str]):
         self.problems = problems
-        lines = "\n".join(f"  - {p}" for p in problems)
-        super().__init__(f"preflight failed, nothing was started:\n{lines}")
+        super().__init__(f"preflight failed, nothing was started:{listed(problems)}")
 
 
 class NotComparableError(UserError):

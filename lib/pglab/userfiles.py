@@ -19,6 +19,9 @@ import yaml
 from pglab.errors import UserError
 
 MAX_YAML_BYTES = 1 << 20  # a params file or an inventory is a few kB; 1 MiB is surely a wrong file
+#: nodes a YAML file may hold with its aliases expanded: a params file holds a few hundred; a "billion laughs"
+#: file of 369 bytes holds 10**9 and would take minutes and gigabytes in every reader that walks it
+MAX_YAML_NODES = 100_000
 SNIFF_BYTES = 8192  # where a NUL byte says "binary"
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # what no quoting keeps on one line: newline, CR, NUL, escape...
 
@@ -101,13 +104,48 @@ def looks_binary(path: str | Path) -> bool:
         return b"\0" in f.read(SNIFF_BYTES)
 
 
+def short(value: Any, n: int = 80) -> str:
+    """``repr(value)`` cut to ``n`` characters on one line: an error message never echoes a whole input."""
+    text = value if isinstance(value, str) and n > 80 else repr(value)
+    text = CONTROL.sub(" ", text)
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _expanded_nodes(node: yaml.Node, memo: dict[int, int]) -> int:
+    """How many nodes ``node`` stands for once every alias is expanded (each shared node counted once per use,
+    computed once: linear in the file, however large the expansion)."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    memo[key] = 1  # a node that contains itself: counted once (PyYAML refuses recursive aliases anyway)
+    total = 1
+    if isinstance(node, yaml.SequenceNode):
+        total += sum(_expanded_nodes(x, memo) for x in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        total += sum(_expanded_nodes(k, memo) + _expanded_nodes(v, memo) for k, v in node.value)
+    memo[key] = total
+    return total
+
+
+def safe_yaml(text: str, path: str | Path) -> Any:
+    """``yaml.safe_load`` of a user's file, refused past ``MAX_YAML_NODES`` nodes with aliases expanded."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        if node is None:
+            return None
+        size = _expanded_nodes(node, {})
+        if size > MAX_YAML_NODES:
+            raise FileError(path, f"expands to more than {MAX_YAML_NODES:,} YAML values through its aliases "
+                                  f"(*name); a params file or an inventory holds a few hundred")
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise FileError(path, f"is not valid YAML: {yaml_problem(exc)}") from None
+
+
 def yaml_mapping(path: str | Path, what: str) -> dict[str, Any]:
     """A YAML file whose top level is a mapping; a syntax error is named with its line and column."""
     text = read_text(path, what)
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise FileError(path, f"is not valid YAML: {yaml_problem(exc)}") from None
+    data = safe_yaml(text, path)
     if not isinstance(data, dict):
         raise FileError(path, f"holds a YAML {kind(data)} at its top level; {what} is a mapping (`key: value` lines)")
     return data

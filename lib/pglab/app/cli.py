@@ -172,6 +172,7 @@ def cmd_check(a: argparse.Namespace) -> int:
             from pglab.studies import module
 
             skipped = module(study, "collect").check(p, inv) or {}
+            preflight.require(preflight.setting_name_problems(p, inv, preflight.builds_named(p)))
             print(f"ok   study {study}: parameters valid, preflight passed")
             for name, reason in skipped.items():
                 print(f"warn study {study}: {name} will be skipped: {reason}")

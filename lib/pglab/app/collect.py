@@ -37,6 +37,35 @@ def load_params(study: str, params_file: str | None, profile: str | None,
     return name, p, load_inventory(inventory or inv_path or "params/hosts.yaml")
 
 
+MAX_PLANNED_H = 24  # a collect planned to measure longer than this needs --yes (a typo in seconds or blocks?)
+
+
+def planned_seconds(study: str, p: Any) -> float | None:
+    """The least time the profile's plan measures (points x each point's seconds x runs; set-up, blocks a first
+    look adds and loads without a set duration not counted), or None when the plan needs what only hosts tell."""
+    plan = module(study, "collect").plan
+    for args in ((p,), (p, list(getattr(p, "systems", []) or []))):
+        try:
+            points = len(plan(*args))
+            break
+        except TypeError:
+            continue
+        except Exception:  # noqa: BLE001 - an estimate only
+            return None
+    else:
+        return None
+    per = next((float(getattr(p, k)) for k in ("seconds", "run_seconds", "read_seconds") if getattr(p, k, None)), 0.0)
+    return points * per * int(getattr(p, "runs", 1) or 1)
+
+
+def refuse_long(study: str, p: Any, yes: bool) -> None:
+    """A UserError before anything starts when the plan measures past ``MAX_PLANNED_H`` hours, unless ``yes``."""
+    s = planned_seconds(study, p)
+    if s is not None and s > MAX_PLANNED_H * 3600 and not yes:
+        raise UserError(f"{study}: the profile plans at least {s / 3600:,.1f} h of measuring (points x seconds x "
+                        f"runs), past {MAX_PLANNED_H} h: check seconds, blocks and runs, or pass --yes to run it")
+
+
 def add_arguments(c: argparse.ArgumentParser) -> None:
     c.add_argument("study", choices=STUDIES)
     c.add_argument("--profile", help="profile of the params file (default: its `profile:` key)")
@@ -51,6 +80,7 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
                    help="the servers' PostgreSQL: a major 13-18 or a build id of params/postgres_builds.yaml "
                         "(default: the profile's `postgres:`, else each host's bindir: Debian's 15); fetched once")
     c.add_argument("--quiet", action="store_true", help="no progress bar")
+    c.add_argument("--yes", action="store_true", help=f"run a profile planned to measure past {MAX_PLANNED_H} h")
     c.add_argument("--accept-failed", action="store_true",
                    help="publish a partial run (some points failed) for analysis all the same")
     c.add_argument("--resume", nargs="?", const="", metavar="RUN",
@@ -68,6 +98,7 @@ def collect(a: argparse.Namespace) -> int:
     """Measure into the archive; publish to data/raw/<study> only a run that ended complete (every planned
     point measured), or a partial one with ``--accept-failed``."""
     name, p, inventory = load_params(a.study, a.params, a.profile, a.inventory, getattr(a, "postgres", None))
+    refuse_long(a.study, p, getattr(a, "yes", False))
     if p.runs > 1:
         return collect_campaign(a, name, p, inventory)[0]
     resume = None

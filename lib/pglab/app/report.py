@@ -31,6 +31,7 @@ from pglab.analysis.text import count
 from pglab.app import beside, majors_table, report_notebook, takeaway
 from pglab.app.beside import num as _num
 from pglab.app.report_notebook import Notebook
+from pglab.app.where_ran import allowed_html, emulation_html
 from pglab.runs import record
 from pglab.studies import STUDIES, declaration
 
@@ -98,18 +99,6 @@ LEGEND = ("<p class=\"meta\"><span class=\"held\">held</span>: the 95% interval 
           "counted apart; <span class=\"hw\">did not hold, hardware differs</span>: the interval lies outside, "
           "but the emulation left part of what the claim depends on unlike the article's (the row says which), so "
           "it is no refutation.</p>")
-
-
-def emulation_html(manifest: dict[str, Any]) -> str:
-    """What the run imitated of the article's machine, as asked and as measured (``pglab.nodes.emulation``)."""
-    e = manifest.get("emulation") or {}
-    if not e:
-        return ""
-    disks = "; ".join(f"{html.escape(', '.join(d.get('nodes') or []))}: {html.escape(str(d.get('measured', '')))}"
-                      for d in (e.get("disks") or {}).values())
-    return (f"<p><b>Emulated:</b> {html.escape(str(e.get('said', '')))}"
-            + (f". Flush levels measured before the run (pglab-flushprobe, fdatasync/s): {disks}" if disks else "")
-            + ". One machine all the same: memory, kernel and the real disk are shared.</p>")
 
 
 def question(study: str) -> str:
@@ -264,6 +253,7 @@ def study_html(study: str, nb: Notebook, comparison: pd.DataFrame, manifest: dic
            "" if majors is None or majors.empty else majors_table.section_html(study, majors),
            "<h2 id=\"where\">Where it ran</h2>",
            f"<p>{html.escape(placement.summary(manifest))}</p>", emulation_html(manifest),
+           allowed_html(study, manifest),
            "<p class=\"meta\">" + " | ".join(f"{k}: {html.escape(v)}" for k, v in run.items()) + "</p>"]
     figures = [f for s in nb.sections for f in s.figures]
     out.append("<h2 id=\"figures\">Figures</h2>")

@@ -16,6 +16,7 @@ from typing import Any
 # The rules (what a setting's name is, which values one line can carry) are ``pglab.userfiles``': the parameter
 # models check a profile's server settings by them before anything starts, and the analyses read those models
 # without the node layer.
+from pglab.server_settings import DIRECTIVES
 from pglab.userfiles import setting_name_problem as name_problem
 from pglab.userfiles import setting_value_problem as value_problem
 
@@ -37,6 +38,8 @@ def line(name: str, v: Any) -> str:
     problem = name_problem(name)
     if problem:
         raise ValueError(problem)
+    if name.lower() in DIRECTIVES:  # pglab writes its one include itself (Node.init); no value may add another
+        raise ValueError(f"{name} is a configuration directive, not a setting: pglab reads no file it did not write")
     try:
         return f"{name} = {value(v)}\n"
     except ValueError as exc:

@@ -70,6 +70,7 @@ def study_run(study: str, model: type[P], params: dict[str, Any] | P, check: Cal
     build = named.get("postgres")
     for b in dict.fromkeys(named.values()):  # fetched (once per machine) or refused before anything starts
         preflight.require(preflight.build_problems(b, inventory, p.hosts))
+    preflight.require(preflight.setting_name_problems(p, inventory, named))  # names the build does not know
     planned = plan(p, found)
     record = plan_record(planned.points, p.seed, planned.baseline, p.blocks, planned.kept_across_blocks)
     store = open_run(data_root, study, profile, p.model_dump(), record, inventory, resume)

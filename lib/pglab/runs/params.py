@@ -22,7 +22,6 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Field,
     PositiveInt,
     ValidationError,
@@ -32,8 +31,10 @@ from pydantic import (
 )
 
 from pglab import emulated as emulation
+from pglab import server_settings
 from pglab.errors import ParameterError
-from pglab.userfiles import kind, setting_problems, yaml_mapping
+from pglab.runs.bounds import Checked
+from pglab.userfiles import kind, setting_problems, short, yaml_mapping
 
 M = TypeVar("M", bound=BaseModel)
 BUILD_NAME = re.compile(r"[0-9]{1,2}|[a-z]+-[0-9]{1,2}")  # "18", "embedded-18" (pglab.hosts.builds.resolve)
@@ -58,7 +59,7 @@ def not_reserved(settings: dict, reserved: set[str], owner: str) -> dict:
     """Server settings a study (``owner``) sets itself must not come from a profile; every name and value must
     be written to postgresql.conf as itself (``userfiles.setting_problems``, the rules ``nodes.conf`` writes by:
     no newline, NUL or other control character)."""
-    bad = setting_problems(settings)
+    bad = setting_problems(settings) + server_settings.owned_problems(settings)
     if bad:
         raise ValueError("; ".join(bad))
     clash = sorted(reserved & {str(k).lower() for k in settings})  # the server reads PORT as port
@@ -67,14 +68,14 @@ def not_reserved(settings: dict, reserved: set[str], owner: str) -> dict:
     return settings
 
 
-class EmulateParams(BaseModel):
+class EmulateParams(Checked):
     """``emulate:`` the article's machine imitated on this one (``pglab.nodes.emulation``; docs/emulation.md)."""
 
-    model_config = ConfigDict(extra="forbid")
     # flush levels: a preset (hdd_7200 ...), milliseconds, or own (this machine's disk); a study with a flush
     # ladder (synchronous_commit) measures each in turn and judges its claims at the last; the others take one
     flush_latency_ms: list[str | float] = Field(default_factory=list)
-    flush_nodes: list[str] | None = None  # the nodes whose flushes are emulated; None: every node
+    flush_nodes: list[str] | None = Field(None, min_length=1)  # the nodes whose flushes are emulated; None: every
+    # node; each a name of the study's nodes (``StudyParams.node_names``)
     one_disk: bool = False  # the emulated nodes of a host share one disk (flush one at a time between them)
     core_per_node: bool = False  # each node, with the clients run against it from its host, on a core of its own
 
@@ -90,12 +91,11 @@ class EmulateParams(BaseModel):
                                    is not None else None, self.one_disk, self.core_per_node)
 
 
-class StudyParams(BaseModel):
+class StudyParams(Checked):
     """What every study's parameter model checks alike: list fields whose entries must not repeat
     (``UNIQUE``), and server settings the study sets itself (``RESERVED``, set by ``RESERVED_BY``),
     each reported at its own key as a field validator would."""
 
-    model_config = ConfigDict(extra="forbid")
     UNIQUE: ClassVar[tuple[str, ...]] = ()
     # a campaign: this many independent runs, each on fresh servers with a seed drawn for it (pglab.app.campaign);
     # a verdict over runs needs 3 (pglab.analysis.over_runs)
@@ -105,6 +105,9 @@ class StudyParams(BaseModel):
     # the servers' PostgreSQL build (params/postgres_builds.yaml): a major 13-18 (Debian's 15, else the registry
     # build of that major) or a build id such as embedded-15; None: each host's own bindir (params/hosts.yaml)
     postgres: str | int | None = None
+    # settings that run a command or load code (archive_command, shared_preload_libraries...; pglab.server_settings)
+    # that server_settings may give: refused unless named here, and then recorded in the run record and the report
+    allow_command_settings: list[str] = Field(default_factory=list)
     FLUSH_LADDER: ClassVar[bool] = False  # whether the study measures several flush levels in one run
     RESERVED: ClassVar[set[str]] = set()
     BUILDS: ClassVar[tuple[str, ...]] = ("postgres",)  # fields that name a PostgreSQL build (builds.resolve)
@@ -113,6 +116,8 @@ class StudyParams(BaseModel):
     @field_validator("*")
     @classmethod
     def _shared_rules(cls, v: Any, info: ValidationInfo) -> Any:
+        if info.field_name == "allow_command_settings":
+            return unique_items(server_settings.allowed_names(v))
         if info.field_name in cls.UNIQUE and v is not None:
             return unique_items(v)
         if info.field_name == "server_settings":
@@ -123,6 +128,26 @@ class StudyParams(BaseModel):
             raise ValueError(f"flush_latency_ms {v.flush_latency_ms}: this study measures one flush level a run "
                              "(a ladder of levels is synchronous_commit's); give one")
         return v
+
+    @model_validator(mode="after")
+    def _owned_by_the_study(self) -> StudyParams:
+        bad = server_settings.code_problems(self.given_settings(), self.allow_command_settings)
+        nodes = self.node_names()
+        flush = self.emulate.flush_nodes if self.emulate else None
+        if flush is not None and nodes is not None:
+            bad += [f"emulate.flush_nodes: {n!r} is not a node of this study (its nodes: {', '.join(nodes)})"
+                    for n in flush if n not in nodes]
+        if bad:
+            raise ValueError("; ".join(bad))
+        return self
+
+    def given_settings(self) -> dict[str, dict[str, Any]]:
+        """{where in the profile: server settings it gives} (what ``pglab.runs.preflight`` checks by the build)."""
+        return {"server_settings": getattr(self, "server_settings", None) or {}}
+
+    def node_names(self) -> list[str] | None:
+        """The names of the servers the study starts (what ``emulate.flush_nodes`` may name); None: not known."""
+        return None
 
     def emulation(self) -> emulation.Emulation | None:
         return self.emulate.spec() if self.emulate else None
@@ -161,8 +186,8 @@ def validate(model: type[M], data: dict[str, Any], source: str) -> M:
         problems = []
         for e in exc.errors():
             key = ".".join(str(p) for p in e["loc"]) or "(top)"
-            got = f" (got {e['input']!r})" if e["type"] != "missing" and not isinstance(e["input"], dict) else ""
-            problems.append(f"{key}: {e['msg']}{got}")
+            got = f" (got {short(e['input'])})" if e["type"] != "missing" and not isinstance(e["input"], dict) else ""
+            problems.append(f"{key}: {short(e['msg'], 500)}{got}")
         raise ParameterError(source, problems) from None
 
 

@@ -7,10 +7,12 @@ import shutil
 from collections.abc import Iterable
 from typing import Any
 
+from pglab import server_settings
 from pglab.errors import ParameterError, PglabError, PreflightError, UserError
 from pglab.hosts import build_copy, builds
 from pglab.hosts.base import Host
 from pglab.hosts.inventory import Inventory
+from pglab.hosts.local import LocalHost
 
 SERVER_PROGRAMS = ("initdb", "pg_ctl", "postgres", "pg_basebackup", "pgbench")
 SOCKET_PATH_MAX = 107  # bytes of a Unix socket path (sun_path, less its NUL)
@@ -143,3 +145,55 @@ def builds_named(p: Any, source: str = "parameters") -> dict[str, builds.Build]:
     if problems:
         raise ParameterError(source, problems)
     return named
+
+
+_KNOWN: dict[tuple[str, str], set[str]] = {}  # (host, bindir) -> its postgres's setting names: one call a process
+
+
+def known_settings(host: Host, bindir: str) -> set[str]:
+    """The settings ``<bindir>/postgres`` knows (``--describe-config``, cached per host and build); empty when it
+    cannot say (a missing binary is ``host_problems``' to report)."""
+    key = (host.name, bindir)
+    if key not in _KNOWN:
+        res = host.run([f"{bindir}/postgres", "--describe-config"], check=False, timeout=30)
+        names = server_settings.parse_describe_config(res.stdout) if res.exit_code == 0 else set()
+        if not names:
+            return names
+        _KNOWN[key] = names
+    return _KNOWN[key]
+
+
+def setting_name_problems(p: Any, inventory: Inventory, named: dict[str, builds.Build] | None = None) -> list[str]:
+    """Server settings a profile gives that the servers' build does not know: refused here, where the server would
+    refuse to start after the run folder was made. The build is ``named``'s (fetched here) or, without one, each
+    server host's own bindir."""
+    given = p.given_settings() if hasattr(p, "given_settings") else {}
+    if not any(given.values()):
+        return []
+    sources: list[tuple[str, Host, str, bool]] = []  # (what, host, bindir, close it)
+    for b in dict.fromkeys((named or {}).values()):
+        if builds.present(b):
+            sources.append((f"PostgreSQL build {b.id}", LocalHost(), builds.bindir(b), False))
+    if not named:
+        for name in dict.fromkeys(p.hosts):
+            if name in inventory.hosts:
+                try:
+                    sources.append((f"host {name}'s PostgreSQL", inventory.connect(name), inventory.entry(name).bindir,
+                                    True))
+                except PglabError:
+                    continue  # unreachable: host_problems says so
+    problems: list[str] = []
+    try:
+        for what, host, bindir, _ in sources:
+            known = known_settings(host, bindir)
+            if not known:
+                continue
+            for where, settings in given.items():
+                problems += [f"{where}.{n}: not a setting of {what} ({bindir}/postgres --describe-config lists "
+                             f"{len(known)}; the server would refuse to start)"
+                             for n in server_settings.unknown(list(settings), known)]
+    finally:
+        for _, host, _, close in sources:
+            if close:
+                host.close()
+    return list(dict.fromkeys(problems))

@@ -339,7 +339,7 @@ def parameters(manifest: Mapping[str, Any], model: type[M]) -> M:
     (at any depth) is left out. What the model refuses is a ManifestError naming the key."""
     given = manifest.get("parameters") or {}
     try:
-        return model.model_validate(_known(model, given))
+        return model.model_validate(_known(model, given), strict=False)  # as JSON kept it: tolerant of type
     except ValidationError as exc:
         where = f"run {manifest.get('run_id', '?')}"
         raise ManifestError(where, f"parameters.{_first_problem(exc)} (today's {model.__module__}.{model.__name__} "

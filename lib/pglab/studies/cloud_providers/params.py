@@ -9,12 +9,14 @@ tables in a dsn or service target's database only when the target says ``disposa
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
+from pydantic import Field, PositiveInt, field_validator, model_validator
 
+from pglab import server_settings
 from pglab.errors import UserError
-from pglab.runs.params import build_name, not_reserved
+from pglab.runs.bounds import Checked
+from pglab.runs.params import build_name, not_reserved, unique_items
 from pglab.userfiles import CONTROL, one_line
 
 Workload = Literal["pgbench", "sysbench"]
@@ -31,10 +33,8 @@ OWN_CONNECTIONS = 3  # pglab's own sessions on a target during a point: settings
 DEFAULT_DB = "bench"  # the database pglab creates in a provisioned node
 
 
-class Provision(BaseModel):
+class Provision(Checked):
     """A node pglab starts (and stops) on an inventory host."""
-
-    model_config = ConfigDict(extra="forbid")
 
     host: str = "local"  # inventory host of the node
     settings: dict[str, str | int | float | bool] = Field(default_factory=dict)  # postgresql.conf, as given
@@ -62,10 +62,8 @@ class Provision(BaseModel):
         return self
 
 
-class TargetSpec(BaseModel):
+class TargetSpec(Checked):
     """One named target."""
-
-    model_config = ConfigDict(extra="forbid")
 
     name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,30}$")  # part of point ids and file names
     label: str = ""  # how tables and figures describe it (default: its kind and where)
@@ -154,15 +152,15 @@ class TargetSpec(BaseModel):
         return f"service {self.service}" if self.service else "server by connection string"
 
 
-class Params(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class Params(Checked):
     targets: list[TargetSpec] = Field(min_length=1)  # see docs/cloud_providers.md; the first is the baseline
     runs: PositiveInt = 1  # a campaign of independent runs (pglab.app.collect), as runs.params.StudyParams has it
     # the provisioned targets' PostgreSQL build (params/postgres_builds.yaml): a major 13-18 or a build id; None: each
     # host's own bindir. A dsn or service target is whatever server it names (its version is recorded as found)
     postgres: str | int | None = None
     BUILDS: ClassVar[tuple[str, ...]] = ("postgres",)  # fields that name a PostgreSQL build (runs.preflight)
+    # settings that run a command or load code that a provisioned target's settings may give (runs.params has it)
+    allow_command_settings: list[str] = Field(default_factory=list)
     baseline: str | None = None  # runs twice per block (A/A); ratios are to it; None = the first target
     client_host: str = "local"  # inventory host where pgbench and sysbench run (near the targets)
     workloads: list[Workload] = Field(default_factory=lambda: ["pgbench", "sysbench"], min_length=1)
@@ -195,9 +193,27 @@ class Params(BaseModel):
     @field_validator("workloads")
     @classmethod
     def _unique_workloads(cls, v: list) -> list:
-        if len(set(v)) != len(v):
-            raise ValueError(f"duplicates in {v}")
-        return v
+        return unique_items(v)
+
+    @field_validator("allow_command_settings")
+    @classmethod
+    def _allowed(cls, v: list) -> list:
+        return unique_items(server_settings.allowed_names(v))
+
+    @model_validator(mode="after")
+    def _no_code_unless_allowed(self) -> Params:
+        bad = server_settings.code_problems(self.given_settings(), self.allow_command_settings)
+        if bad:
+            raise ValueError("; ".join(bad))
+        return self
+
+    def given_settings(self) -> dict[str, dict[str, Any]]:
+        """{where in the profile: server settings it gives}: each provisioned target's ``settings``."""
+        return {f"targets.{i}.provision.settings": t.provision.settings for i, t in enumerate(self.targets)
+                if t.provision}
+
+    def node_names(self) -> list[str]:
+        return [t.name for t in self.targets if t.provision]
 
     @model_validator(mode="after")
     def _consistent(self) -> Params:

@@ -94,6 +94,9 @@ class Params(AdaptiveParams):
     def max_clients(self) -> int:
         return max([*self.rw_clients, *self.ro_clients])
 
+    def node_names(self) -> list[str]:
+        return ["source", *(["external"] if self.external else [])]
+
     def max_connections(self) -> int:
         """Clients, their postgres_fdw connections back into the source, and our own sessions."""
         return 2 * self.max_clients + 20

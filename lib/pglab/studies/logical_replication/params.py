@@ -76,6 +76,10 @@ class Params(AdaptiveParams):
         return list(dict.fromkeys([self.provider_host, self.subscriber_host,
                                    *([self.client_host] if self.client_host else [])]))
 
+    def node_names(self) -> list[str]:
+        """Each pair's sides by role (every system's) or by node name (one system's: ``pglogical_provider``)."""
+        return ["provider", "subscriber", *(f"{s}_{side}" for s in self.systems for side in ("provider", "subscriber"))]
+
     def max_connections(self) -> int:
         """The largest client count plus the systems' own sessions (slon, londiste, walsenders, ours)."""
         return max(self.clients) + 30

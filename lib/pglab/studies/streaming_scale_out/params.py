@@ -106,6 +106,9 @@ class Params(StudyParams):
         """Standbys the run builds: those of the inserts, and more for the largest read node count."""
         return max(self.standbys, max(self.read_nodes, default=1) - 1)
 
+    def node_names(self) -> list[str]:
+        return ["primary", *(f"sb{i + 1}" for i in range(self.standby_count))]
+
     def standby_host(self, i: int) -> str:
         """Inventory host of standby ``i`` (0-based)."""
         return self.standby_hosts[i] if i < len(self.standby_hosts) else self.primary_host

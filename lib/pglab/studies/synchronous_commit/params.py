@@ -71,6 +71,9 @@ class Params(AdaptiveParams):
         return list(dict.fromkeys([self.primary_host, self.standby_host, *([self.client_host] if self.client_host
                                                                            else [])]))
 
+    def node_names(self) -> list[str]:
+        return ["primary", self.standby_name]
+
     def flush_levels(self) -> list[str | float]:
         """The emulated flush levels the write blocks run at (``emulate``); none without an emulated flush."""
         return list(self.emulate.flush_latency_ms) if self.emulate else []

@@ -1,0 +1,33 @@
+"""Parts of a report's "Where it ran": what the run imitated of the article's machine, and what its profile allowed
+the servers to run. Views of the run record only (no host is touched)."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from pglab import server_settings
+from pglab.runs import record
+from pglab.studies import module
+
+
+def emulation_html(manifest: dict[str, Any]) -> str:
+    """What the run imitated of the article's machine, as asked and as measured (``pglab.nodes.emulation``)."""
+    e = manifest.get("emulation") or {}
+    if not e:
+        return ""
+    disks = "; ".join(f"{html.escape(', '.join(d.get('nodes') or []))}: {html.escape(str(d.get('measured', '')))}"
+                      for d in (e.get("disks") or {}).values())
+    return (f"<p><b>Emulated:</b> {html.escape(str(e.get('said', '')))}"
+            + (f". Flush levels measured before the run (pglab-flushprobe, fdatasync/s): {disks}" if disks else "")
+            + ". One machine all the same: memory, kernel and the real disk are shared.</p>")
+
+
+def allowed_html(study: str, manifest: dict[str, Any]) -> str:
+    """The settings that run a command or load code which the profile allowed (``allow_command_settings``)."""
+    try:
+        given = server_settings.allowed_in_run(record.parameters(manifest, module(study, "params").Params).model_dump())
+    except record.ManifestError:  # parameters today's model refuses: the report's other parts say so
+        return ""
+    return (f"<p class=\"warn\"><b>Allowed by the profile to run a command or load code on the server:</b> "
+            f"{html.escape('; '.join(given))}</p>") if given else ""
