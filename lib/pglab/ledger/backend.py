@@ -84,14 +84,16 @@ def _new_home(path: Path, said: str) -> None:
 class Ledger:
     """An open connection and its dialect; use as a context manager (commits, or rolls back on error).
 
-    ``readonly``: a ledger only read (merged in): it must exist and be a ledger of this schema; it is never
-    created, upgraded or written. A new SQLite ledger is made in a scratch file and takes its place (and its
-    folders) only when the command ends well: a refused command leaves no file behind."""
+    ``readonly``: a ledger only read (merged in): it must exist and be a ledger of this schema with ids of pglab's
+    forms (``strict``); it is never created, upgraded or written. A new SQLite ledger is made in a scratch file
+    and takes its place (and its folders) only when the command ends well: a refused command leaves no file."""
 
-    def __init__(self, url: str | Path | None = None, data_root: str | Path = "data", *, readonly: bool = False):
+    def __init__(self, url: str | Path | None = None, data_root: str | Path = "data", *, readonly: bool = False,
+                 strict: bool = True):
         self.where: Where = parse(location(str(url) if url is not None else None, data_root))
         self.url = self.where.url
         self.readonly = readonly
+        self.strict = strict  # read only: of this very schema, its ids checked (``strict=False``: any ledger)
         self._copy: tuple[Path, Path, bool] | None = None  # (the file, its working copy, whether it is new)
         self._changed = False  # DDL the open made (a schema migration): written back like rows
         if self.where.kind == "postgresql":
@@ -156,7 +158,7 @@ class Ledger:
             found = checks.version(self)
             if self.readonly and found is None:
                 raise UserError(f"ledger {self.shown}: holds no ledger (no table of one); nothing was read")
-            if self.readonly and found is not None and found < SCHEMA_VERSION:
+            if self.readonly and self.strict and found is not None and found < SCHEMA_VERSION:
                 raise UserError(f"ledger {self.shown}: schema version {found} is older than this pglab's "
                                 f"({SCHEMA_VERSION}) and a ledger merged in is never written; upgrade a copy of it "
                                 "first (open it with `pglab ledger list --ledger COPY`)")
@@ -175,7 +177,7 @@ class Ledger:
                                 self.execute(f"ALTER TABLE {table} ADD COLUMN {column} {column_type(column)}")
                     self.execute("UPDATE meta SET value = ? WHERE key = ?", (str(SCHEMA_VERSION), "schema_version"))
             checks.values(self)
-            if self.readonly:
+            if self.readonly and self.strict:
                 checks.ids(self)
 
     def _sql(self, sql: str) -> str:
