@@ -20,8 +20,8 @@ from pglab.errors import UserError
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 #: a URL scheme and its colon (RFC 3986): a location starting so is a URL, never a file name
 SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
-#: ``user:password@`` (after the scheme), or a ``password=`` parameter, anywhere
-SECRET = re.compile(r":[^@]*@|password\s*=", re.IGNORECASE)
+#: ``user:password@`` (after the scheme; a ``://`` is no password's colon), or a ``password=`` parameter, anywhere
+SECRET = re.compile(r":(?!//)[^@]*@|password\s*=", re.IGNORECASE)
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 FORMS = "a SQLite file (a path, sqlite:PATH) or postgresql://user@host/db"
 
