@@ -28,7 +28,8 @@ from pglab.analysis import figures
 from pglab.app import exits, report
 from pglab.errors import UserError
 from pglab.ledger import book
-from pglab.ledger.backend import Ledger, is_yours, location, sqlite_path
+from pglab.ledger.backend import Ledger, is_yours, location
+from pglab.ledger.locations import parse, shown
 from pglab.studies import STUDIES
 
 VIEWPORT = '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -382,9 +383,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def run(a: argparse.Namespace) -> int:
         url = location(a.ledger)
-        if not is_yours(a.ledger) and not url.startswith(("postgresql://", "postgres://")) \
-                and not sqlite_path(url).exists():
-            raise UserError(f"ledger {url}: no such file (pglab ledger add fills one)")
+        where = parse(url)
+        if not is_yours(a.ledger) and where.path is not None and not where.path.exists():
+            raise UserError(f"ledger {shown(url)}: no such file (pglab ledger add fills one)")
         with Ledger(url) as ledger:
             if is_yours(a.ledger):
                 book.with_reference(ledger)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,8 @@ from pglab.app.comparable import find_run
 from pglab.app.spread import MIXED, OPPOSITE, STABLE, format_table, spread_table
 from pglab.errors import UserError
 from pglab.ledger import book, rows, shipped
-from pglab.ledger.backend import ENV, Ledger, is_yours, location, sqlite_path
+from pglab.ledger.backend import ENV, Ledger, is_yours, location
+from pglab.ledger.locations import Where, parse, printable, shown
 from pglab.runs.record import MANIFEST, RUN_FOLDER, ManifestError
 from pglab.runs.writing import git_revision
 from pglab.studies import STUDIES
@@ -30,6 +32,18 @@ LEDGER_HELP = (f"the ledger: a SQLite file (.gz: kept gzipped) or postgresql://u
                "yours, <data-root>/ledger.sqlite, with the shipped runs of <data-root>/ledger/reference.sqlite.gz "
                "beside yours)")
 SHORT = {"held": "held", "did not hold": "not", "not measurable here": "n.a.", "not resolvable here": "n.r."}
+
+
+def say(*parts: object, file: Any = None, flush: bool = False) -> None:
+    """``print``, every line of it with its control characters escaped: a ledger's text (a run id, a label, a
+    claim) comes from anyone's ledger, and a terminal must show it, never obey it (retitle, clear, move)."""
+    text = " ".join(str(p) for p in parts)
+    print("\n".join(printable(line) for line in text.split("\n")), file=file or sys.stdout, flush=flush)
+
+
+def _cells(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with each text cell on one line, its control characters escaped (a table keeps its shape)."""
+    return frame.map(lambda v: printable(v) if isinstance(v, str) else v)
 
 
 def archived(data_root: Path, study: str | None = None) -> list[Path]:
@@ -51,10 +65,10 @@ def cmd_add(a: argparse.Namespace, ledger: Ledger) -> int:
             try:
                 done.append(book.add(ledger, run))
             except ManifestError as exc:
-                print(f"pglab: skipped {exc}", file=sys.stderr)
+                say(f"pglab: skipped {exc}", file=sys.stderr)
     new = sum(d["new"] for d in done)
     analysed = sum(d["analysis"] == "added" for d in done)
-    print(f"{len(done)} run{'s' if len(done) != 1 else ''} seen: {new} new, {analysed} analysis added "
+    say(f"{len(done)} run{'s' if len(done) != 1 else ''} seen: {new} new, {analysed} analysis added "
           f"({ledger.shown})")
     return 0
 
@@ -70,7 +84,7 @@ def _tally(claims: pd.DataFrame) -> pd.Series:
 def cmd_list(a: argparse.Namespace, ledger: Ledger) -> int:
     runs = book.runs(ledger, a.study)
     if runs.empty:
-        print(f"no runs{' of ' + a.study if a.study else ''} in {ledger.shown}")
+        say(f"no runs{' of ' + a.study if a.study else ''} in {ledger.shown}")
         return 0
     tally = _tally(book.claims(ledger, a.study))
     show = pd.DataFrame({"started": runs["started"].str.slice(0, 16).str.replace("T", " "), "study": runs["study"],
@@ -78,30 +92,30 @@ def cmd_list(a: argparse.Namespace, ledger: Ledger) -> int:
                          "PostgreSQL": runs["pg_version"].fillna("?") + " " + runs["pg_family"].fillna(""),
                          "machine": runs["machine_key"],
                          "verdicts": runs["run_id"].map(tally).fillna("(not analysed)")})
-    print(show.to_string(index=False))
+    say(_cells(show).to_string(index=False))
     machines = runs.drop_duplicates("machine_key")
     for key, label in zip(machines["machine_key"], machines["machine"], strict=True):
-        print(f"machine {key}: {label}")
+        say(f"machine {key}: {label}")
     return 0
 
 
 def cmd_show(a: argparse.Namespace, ledger: Ledger) -> int:
     run_id = _find(ledger, a.run)
     r = book.runs(ledger).set_index("run_id").loc[run_id]
-    print(f"{'run':16} {run_id}")
+    say(f"{'run':16} {run_id}")
     for k in ("study", "profile", "status", "started", "ended", "wall_s", "measuring_share", "own_cpu_s", "seed",
               "blocks", "points_total", "points_failed", "machine", "machine_key", "pg_version", "pg_family",
               "git_revision", "dvc_hash"):
-        print(f"{k:16} {r[k]}")
+        say(f"{k:16} {r[k]}")
     c = book.claims(ledger, str(r["study"]))
     c = c[c["run_id"] == run_id]
     if c.empty:
-        print("(no analysis in the ledger: `pglab analyze` or `pglab ledger add RUN --derived DIR` adds one)")
+        say("(no analysis in the ledger: `pglab analyze` or `pglab ledger add RUN --derived DIR` adds one)")
         return 0
-    print()
-    print(pd.DataFrame({"claim": c["claim"], "published": c["published"], "reproduced": c["reproduced"],
-                        "interval": [_interval(lo, hi) for lo, hi in zip(c["ci_low"], c["ci_high"], strict=True)],
-                        "blocks": c["blocks"], "verdict": c["verdict"]}).to_string(index=False))
+    say()
+    say(_cells(pd.DataFrame({"claim": c["claim"], "published": c["published"], "reproduced": c["reproduced"],
+                             "interval": [_interval(lo, hi) for lo, hi in zip(c["ci_low"], c["ci_high"], strict=True)],
+                             "blocks": c["blocks"], "verdict": c["verdict"]})).to_string(index=False))
     return 0
 
 
@@ -113,7 +127,7 @@ def _find(ledger: Ledger, run: str) -> str:
     try:
         return book.find(ledger, run)
     except LookupError as exc:
-        raise UserError(f"{exc} ({ledger.shown}); `pglab ledger list` shows what it holds") from None
+        raise UserError(f"{printable(exc, 300)} ({ledger.shown}); `pglab ledger list` shows what it holds") from None
 
 
 def cmd_compare(a: argparse.Namespace, ledger: Ledger) -> int:
@@ -130,22 +144,23 @@ def cmd_compare(a: argparse.Namespace, ledger: Ledger) -> int:
     if c.empty:
         raise UserError(f"no analysed run of {a.study} in {ledger.shown} matches; `pglab ledger list --study "
                         f"{a.study}` shows what it holds")
+    c = _cells(c)  # every text a table shows, escaped once
     groups = c.groupby(["machine_key", "pg_version", "pg_family", "profile", "emulation"], dropna=False, sort=False)
     for (key, version, family, profile, emulated), g in groups:
         ids = list(dict.fromkeys(g["run_id"]))
-        print(f"== {len(ids)} run{'s' if len(ids) != 1 else ''} of {a.study}, profile {profile}, PostgreSQL "
+        say(f"== {len(ids)} run{'s' if len(ids) != 1 else ''} of {a.study}, profile {profile}, PostgreSQL "
               f"{version} ({family}), machine {key}: {g['machine'].iloc[0]}"
               + (f"; emulated: {emulated}" if emulated else ""))
         frames = {rid: g[g["run_id"] == rid] for rid in ids}
         table = spread_table(frames)
         for i, rid in enumerate(ids, 1):
-            print(f"r{i} = {rid}")
-        print(format_table(table, ids))
+            say(f"r{i} = {rid}")
+        say(format_table(table, ids))
         counts = table["agreement"].value_counts()
-        print(", ".join(f"{counts.get(k, 0)} {k}" for k in (STABLE, MIXED, OPPOSITE)) + " (verdicts over the runs)")
-        print(decided_over(frames, g))
+        say(", ".join(f"{counts.get(k, 0)} {k}" for k in (STABLE, MIXED, OPPOSITE)) + " (verdicts over the runs)")
+        say(decided_over(frames, g))
     if groups.ngroups > 1:
-        print(f"{groups.ngroups} groups of runs that differ in machine, PostgreSQL build, profile or emulation: "
+        say(f"{groups.ngroups} groups of runs that differ in machine, PostgreSQL build, profile or emulation: "
               "compared side by side, never pooled")
     return 0
 
@@ -168,28 +183,47 @@ def decided_over(frames: dict[str, Any], group: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
-def cmd_merge(a: argparse.Namespace, ledger: Ledger) -> int:
-    for other in a.others:
-        if location(other) == ledger.url:
-            raise UserError(f"{other}: that is the ledger being merged into")
-        with Ledger(other) as theirs:
-            counts = book.merge(ledger, theirs)
-        print(f"{other}: {counts['runs']} new runs, {counts['analyses']} analyses added to {ledger.shown}")
+def _same(one: Where, other: Where) -> bool:
+    """Whether two locations name one ledger (a file by any of its paths)."""
+    if one.path is not None and other.path is not None:
+        return one.path.resolve() == other.path.resolve()
+    return one.url == other.url
+
+
+def cmd_merge(a: argparse.Namespace) -> int:
+    """Every other ledger checked and opened read-only first (never created, upgraded or written), then merged into
+    the ledger named: one that is not a ledger, of another schema, or with bad values or ids is refused before
+    anything is written."""
+    target = parse(location(a.ledger, a.data_root))
+    with ExitStack() as stack:
+        theirs = []
+        for other in a.others:
+            if _same(parse(other), target):
+                raise UserError(f"ledger {shown(other)}: that is the ledger being merged into")
+            theirs.append((other, stack.enter_context(Ledger(other, readonly=True))))
+        with Ledger(a.ledger, a.data_root) as ledger:
+            for other, ledger_of_theirs in theirs:
+                counts = book.merge(ledger, ledger_of_theirs)
+                say(f"{shown(other)}: {counts['runs']} new runs, {counts['analyses']} analyses added to "
+                    f"{ledger.shown}")
     return 0
 
 
 def _import(ledger: Ledger, remote: Path, reference: str, reanalyse: bool) -> None:
     counts = shipped.import_remote(ledger, remote, reference, reanalyse=reanalyse,
-                                   report=lambda line: print(line, flush=True))
-    print(f"{counts['runs']} runs in {remote}: {counts['new']} new to the ledger, {counts['analysed']} analysed, "
+                                   report=lambda line: say(line, flush=True))
+    say(f"{counts['runs']} runs in {remote}: {counts['new']} new to the ledger, {counts['analysed']} analysed, "
           f"{counts['unreadable']} not analysable by this pglab")
 
 
-def cmd_import(a: argparse.Namespace, ledger: Ledger) -> int:
-    remote = Path(a.remote)
+def _remote(remote: Path, why: str = "") -> None:
+    """Refused unless ``remote`` is a DVC remote's folder."""
     if not (remote / "files" / "md5").is_dir():
-        raise UserError(f"{remote}: not a DVC remote (no files/md5/ in it)")
-    _import(ledger, remote, a.reference, a.reanalyse)
+        raise UserError(f"{printable(remote, 200)}: not a DVC remote (no files/md5/ in it){why}; nothing was written")
+
+
+def cmd_import(a: argparse.Namespace, ledger: Ledger) -> int:
+    _import(ledger, Path(a.remote), a.reference, a.reanalyse)
     ledger.compact()
     return 0
 
@@ -197,9 +231,9 @@ def cmd_import(a: argparse.Namespace, ledger: Ledger) -> int:
 def _fill(ledger: Ledger, a: argparse.Namespace) -> None:
     """What a rebuild puts in a ledger: the DVC remote's runs, the pipeline's with their analyses, every archived
     run (each without an analysis analysed now by this checkout's code)."""
-    root, remote = Path(a.data_root), Path(a.remote)
-    if (remote / "files" / "md5").is_dir():
-        _import(ledger, remote, a.reference, reanalyse=False)
+    root = Path(a.data_root)
+    if not a.no_remote:
+        _import(ledger, Path(a.remote), a.reference, reanalyse=False)
     shipped.add_pipeline(ledger, root, root.parent / "dvc.lock")
     runs = archived(root)
     revision = git_revision()
@@ -207,51 +241,76 @@ def _fill(ledger: Ledger, a: argparse.Namespace) -> None:
         try:
             added = book.add(ledger, run)
         except ManifestError as exc:
-            print(f"[{i}/{len(runs)}] skipped {exc}", file=sys.stderr)
+            say(f"[{i}/{len(runs)}] skipped {exc}", file=sys.stderr)
             continue
         if not ledger.query("SELECT 1 FROM analyses WHERE run_id = ?", (added["run_id"],)):
             manifest = rows.from_folder(run)
-            print(f"[{i}/{len(runs)}] {added['study']} {added['run_id']}: "
+            say(f"[{i}/{len(runs)}] {added['study']} {added['run_id']}: "
                   f"{shipped.analyse(ledger, run, manifest, a.reference, revision)}", flush=True)
 
 
 def cmd_rebuild(a: argparse.Namespace) -> int:
-    """A ledger made anew from the run records: a SQLite file is built beside the old one and replaces it only
-    when complete; a PostgreSQL ledger is rebuilt into an empty database (point ``PGLAB_LEDGER`` at it)."""
-    target = location(a.ledger, a.data_root)
-    if target.startswith(("postgresql://", "postgres://")):
-        with Ledger(target) as ledger:
+    """A ledger made anew from the run records: a SQLite file is built beside the old one, in its format (a
+    ``.gz`` stays gzipped), and replaces it only when complete; a PostgreSQL ledger is rebuilt into an empty
+    database (point ``PGLAB_LEDGER`` at it). A remote that is not there is refused, not taken for an empty one
+    (the rebuilt ledger would silently lose its runs): ``--no-remote`` says there is none."""
+    where = parse(location(a.ledger, a.data_root))
+    if not a.no_remote:
+        _remote(Path(a.remote), ": a rebuild without its runs would drop them from the ledger (--no-remote "
+                                "rebuilds from the pipeline and the archive alone)")
+    if where.path is None:
+        with Ledger(where.url) as ledger:
             if ledger.query("SELECT COUNT(*) FROM runs")[0][0]:
                 raise UserError(f"{ledger.shown} holds runs: rebuild into an empty database, then point "
                                 f"${ENV} at it")
             _fill(ledger, a)
-        print(f"rebuilt {target}")
+        say(f"rebuilt {shown(where.url)}")
         return 0
-    path = sqlite_path(target)
-    scratch = path.with_name(path.name + ".rebuilding")
+    path = where.path
+    if path.exists():  # whatever is there is replaced: it must be a ledger, not a file named by a typo
+        Ledger(str(path), readonly=True, strict=False).close()
+    scratch = path.with_name(path.name + ".rebuilding" + (".gz" if where.packed else ""))
     scratch.unlink(missing_ok=True)
     with Ledger(str(scratch)) as ledger:
         _fill(ledger, a)
         ledger.compact()
         n = ledger.query("SELECT COUNT(*) FROM runs")[0][0]
     os.replace(scratch, path)
-    print(f"rebuilt {path}: {n} runs")
+    say(f"rebuilt {printable(path)}: {n} runs")
     return 0
 
 
 def cmd_history(a: argparse.Namespace, ledger: Ledger) -> int:
     from pglab.app.history import write
 
-    print(f"history of {ledger.shown}: {write(ledger, Path(a.out))}")
+    say(f"history of {ledger.shown}: {write(ledger, Path(a.out))}")
     return 0
+
+
+def _before(a: argparse.Namespace) -> None:
+    """What a command is given, checked before its ledger is opened (and perhaps made or upgraded): a ledger named
+    to be read exists, the runs to add are runs, the DVC remote is one."""
+    where = parse(location(a.ledger, a.data_root))
+    if a.ledger_func in READING and not is_yours(a.ledger) and where.path is not None and not where.path.exists():
+        raise UserError(f"ledger {shown(where.url)}: no such file "
+                        "(`pglab ledger add --ledger FILE` makes one); nothing was written")
+    if a.ledger_func is cmd_add:
+        for r in a.runs:
+            rows.from_folder(find_run(Path(a.data_root), r))
+    if a.ledger_func is cmd_import:
+        _remote(Path(a.remote))
 
 
 def cmd_ledger(a: argparse.Namespace) -> int:
     """The command on the ledger named, or on yours; reading yours, the shipped runs are taken in first."""
+    _before(a)
     with Ledger(a.ledger, a.data_root) as ledger:
-        if a.ledger_func in (cmd_list, cmd_show, cmd_compare, cmd_history) and is_yours(a.ledger):
+        if a.ledger_func in READING and is_yours(a.ledger):
             book.with_reference(ledger, a.data_root)
         return int(a.ledger_func(a, ledger))
+
+
+READING = (cmd_list, cmd_show, cmd_compare, cmd_history)
 
 
 def add_parser(sub: Any, data_root_help: str, reference_help: str) -> None:
@@ -280,7 +339,9 @@ def add_parser(sub: Any, data_root_help: str, reference_help: str) -> None:
     p.add_argument("--machine", help="only runs on this machine key (see `pglab ledger list`)")
     p.add_argument("--pg", help="only runs on this PostgreSQL version (15.18)")
     p.add_argument("--profile", help="only runs of this profile")
-    p = command("merge", cmd_merge, "add every run and analysis of other ledgers (a colleague's file, a team's URL)")
+    p = command("merge", cmd_merge, "add every run and analysis of other ledgers (a colleague's file, a team's "
+                                    "URL), each checked and only read")
+    p.set_defaults(func=cmd_merge)
     p.add_argument("others", nargs="+", metavar="OTHER", help="another ledger: a SQLite file or postgresql:// URL")
     p = command("import-dvc", cmd_import, "every run a DVC remote ever held, each re-analysed by this checkout")
     p.add_argument("--remote", default="data/dvc-remote", help="the DVC remote's folder (default data/dvc-remote)")
@@ -289,7 +350,9 @@ def add_parser(sub: Any, data_root_help: str, reference_help: str) -> None:
     p = command("rebuild", cmd_ledger, "a ledger made anew from the run records: the DVC remote's runs, the "
                                        "pipeline's, every archived run (analysed now where it has no analysis)")
     p.set_defaults(func=cmd_rebuild)
-    p.add_argument("--remote", default="data/dvc-remote", help="the DVC remote's folder (default data/dvc-remote)")
+    p.add_argument("--remote", default="data/dvc-remote", help="the DVC remote's folder (default data/dvc-remote); "
+                                                               "refused if it is not there")
+    p.add_argument("--no-remote", action="store_true", help="no DVC remote: the pipeline's and archived runs alone")
     p.add_argument("--reference", default="data/reference", help=reference_help)
     p = command("history", cmd_history, "reports/history.html: per claim every run's value and interval over time")
     p.add_argument("--out", default="reports/history.html", help="the page to write (default reports/history.html)")

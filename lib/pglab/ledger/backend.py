@@ -1,6 +1,7 @@
 """Where a ledger lives: a SQLite file (the default, nothing to set up) or a PostgreSQL database (a team's).
 
-A location is a path (``data/ledger.sqlite``), ``sqlite:///abs/path`` or ``postgresql://user@host/db``.
+A location is a path (``data/ledger.sqlite``), ``sqlite:PATH`` or ``postgresql://user@host/db``, checked by
+``locations`` before anything is opened; what it holds is checked by ``checks`` before anything is written.
 Two ledgers matter in a checkout: the **reference** (``data/ledger/reference.sqlite.gz``, in git, gzipped: the runs the
 repository shipped, written only by whoever ships runs) and **yours** (``data/ledger.sqlite``, ignored by git:
 what your commands add), which starts as a copy of the reference and takes in its new runs whenever it is read.
@@ -16,17 +17,20 @@ import os
 import shutil
 import sqlite3
 import tempfile
+import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote
 
 from pglab.errors import UserError
+from pglab.ledger import checks
+from pglab.ledger.locations import Where, parse, printable, shown
 from pglab.ledger.schema import ADDED, SCHEMA_VERSION, column_type, ddl
 
 ENV = "PGLAB_LEDGER"
-REFERENCE = Path("ledger") / "reference.sqlite.gz"  # under the data root; packed (``_unpacked``)
+REFERENCE = Path("ledger") / "reference.sqlite.gz"  # under the data root; packed (``_unpack``)
 
 
 def location(url: str | None = None, data_root: str | Path = "data") -> str:
@@ -43,100 +47,138 @@ def reference(data_root: str | Path = "data") -> Path:
     return Path(data_root) / REFERENCE
 
 
-def _unpacked(path: Path) -> tuple[tuple[Path, Path] | None, Path]:
-    """(None, ``path``) for a plain SQLite file; for ``*.gz`` (the reference ledger, kept in git at a quarter of
-    its size) ((the file, a working copy), the working copy): SQLite reads only plain files, so the ledger is
-    unpacked into a temporary file, and ``Ledger.close`` packs it back if it changed."""
-    if not path.name.endswith(".gz"):
-        return None, path
+def sqlite_path(url: str) -> Path:
+    """The file a SQLite location names (a path, ``sqlite:///path`` or ``sqlite:path``); refused if the location is
+    no SQLite file (``locations.parse``)."""
+    where = parse(url)
+    if where.path is None:
+        raise UserError(f"ledger {shown(url)}: a PostgreSQL URL, not a SQLite file")
+    return where.path
+
+
+def _unpack(path: Path, said: str) -> Path:
+    """A working copy of the gzipped ledger ``path`` (SQLite reads only plain files); refused if it is no gzip."""
     fd, name = tempfile.mkstemp(prefix="pglab-ledger-", suffix=".sqlite")
     os.close(fd)
     work = Path(name)
-    if path.is_file():
-        try:
-            with gzip.open(path, "rb") as src, open(work, "wb") as dst:
-                shutil.copyfileobj(src, dst)
-        except (OSError, EOFError) as exc:
-            work.unlink(missing_ok=True)
-            raise UserError(f"ledger {path}: cannot be unpacked ({exc})") from None
-    else:
-        work.unlink()  # SQLite makes a new one
-    return (path, work), work
-
-
-def sqlite_path(url: str) -> Path:
-    """The file a SQLite location names (a path, ``sqlite:///abs/path`` or ``sqlite:rel/path``)."""
-    return Path(url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else url.removeprefix("sqlite:"))
-
-
-def _postgres_url(url: str) -> str:
-    """``url`` if it names no password, in its user part or its query string (libpq reads both)."""
-    from psycopg.conninfo import conninfo_to_dict
-
-    parts = urlsplit(url)
     try:
-        given = conninfo_to_dict(url)
-    except Exception:  # noqa: BLE001 - libpq's message would quote the URL, password and all
-        raise UserError(f"ledger {parts.scheme}://{parts.hostname or ''}/...: not a PostgreSQL URL libpq reads") \
+        with gzip.open(path, "rb") as src, open(work, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    except (OSError, EOFError, zlib.error) as exc:
+        work.unlink(missing_ok=True)
+        raise UserError(f"ledger {said}: cannot be unpacked ({printable(exc, 120)}); nothing was read or written") \
             from None
-    if parts.password is not None or "password" in given:
-        raise UserError(f"ledger {parts.scheme}://{parts.hostname or ''}/...: the URL holds a password; put it in "
-                        "~/.pgpass (or a file named by PGPASSFILE) instead, so that it never appears in a command")
-    return url
+    return work
+
+
+def _new_home(path: Path, said: str) -> None:
+    """Refused if a new ledger at ``path`` could never be written (a file where a folder would be): said now,
+    before any work, not when the ledger is written at the end."""
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise UserError(f"ledger {said}: {printable(parent, 200)} is a file, not a folder; nothing was written")
+            return
 
 
 class Ledger:
-    """An open connection and its dialect; use as a context manager (commits, or rolls back on error)."""
+    """An open connection and its dialect; use as a context manager (commits, or rolls back on error).
 
-    def __init__(self, url: str | Path | None = None, data_root: str | Path = "data"):
-        self.url = location(str(url) if url is not None else None, data_root)
-        self._packed: tuple[Path, Path] | None = None  # a .gz ledger: (the file, its working copy)
+    ``readonly``: a ledger only read (merged in): it must exist and be a ledger of this schema with ids of pglab's
+    forms (``strict``); it is never created, upgraded or written. A new SQLite ledger is made in a scratch file
+    and takes its place (and its folders) only when the command ends well: a refused command leaves no file."""
+
+    def __init__(self, url: str | Path | None = None, data_root: str | Path = "data", *, readonly: bool = False,
+                 strict: bool = True):
+        self.where: Where = parse(location(str(url) if url is not None else None, data_root))
+        self.url = self.where.url
+        self.readonly = readonly
+        self.strict = strict  # read only: of this very schema, its ids checked (``strict=False``: any ledger)
+        self._copy: tuple[Path, Path, bool] | None = None  # (the file, its working copy, whether it is new)
         self._changed = False  # DDL the open made (a schema migration): written back like rows
-        if self.url.startswith(("postgresql://", "postgres://")):
+        if self.where.kind == "postgresql":
             import psycopg
 
             try:
-                self.conn: Any = psycopg.connect(_postgres_url(self.url), connect_timeout=10)
+                self.conn: Any = psycopg.connect(self.url, connect_timeout=10)
             except psycopg.OperationalError as exc:
-                raise UserError(f"ledger {self.shown}: cannot connect ({str(exc).strip().splitlines()[0]})") from None
+                raise UserError(f"ledger {self.shown}: cannot connect "
+                                f"({printable(str(exc).strip().splitlines()[0], 200)})") from None
+            self.conn.read_only = readonly
             self.kind = "postgresql"
         else:
-            path = sqlite_path(self.url)
-            if path.is_dir():
-                raise UserError(f"ledger {path}: is a folder, not a SQLite file")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._packed, path = _unpacked(path)
-            try:
-                self.conn = sqlite3.connect(path)
-                self.conn.execute("PRAGMA foreign_keys = ON")
-            except sqlite3.Error as exc:
-                raise UserError(f"ledger {path}: cannot be opened as SQLite ({exc})") from None
             self.kind = "sqlite"
-        self._create()
+            self._open_sqlite(self.where.path or Path())
+        try:
+            self._create()
+        except sqlite3.Error as exc:
+            self.close(ok=False)
+            raise UserError(f"ledger {self.shown}: cannot be read as SQLite ({printable(exc, 120)}); nothing was "
+                            "written") from None
+        except BaseException:
+            self.close(ok=False)
+            raise
+
+    def _open_sqlite(self, path: Path) -> None:
+        said = self.shown
+        if path.is_dir():
+            raise UserError(f"ledger {said}: is a folder, not a SQLite file")
+        if path.exists() and not path.is_file():
+            raise UserError(f"ledger {said}: not a regular file")
+        if not path.exists():
+            if self.readonly:
+                raise UserError(f"ledger {said}: no such file (a ledger read or merged is never created)")
+            _new_home(path, said)
+            fd, name = tempfile.mkstemp(prefix="pglab-ledger-", suffix=".sqlite")
+            os.close(fd)
+            self._copy = (path, Path(name), True)
+        elif self.where.packed:
+            self._copy = (path, _unpack(path, said), False)
+        work = self._copy[1] if self._copy else path
+        try:
+            checks.sqlite_file(work, said)
+            self.conn = sqlite3.connect(f"file:{quote(str(work.resolve()))}?mode=ro", uri=True) if self.readonly \
+                else sqlite3.connect(work)
+            self.conn.execute("PRAGMA foreign_keys = ON")
+        except (UserError, sqlite3.Error) as exc:
+            if self._copy:
+                self._copy[1].unlink(missing_ok=True)
+            if isinstance(exc, UserError):
+                raise
+            raise UserError(f"ledger {said}: cannot be opened as SQLite ({printable(exc, 120)})") from None
 
     @property
     def shown(self) -> str:
-        """The location without anything secret (a PostgreSQL URL never has a password: see ``_postgres_url``)."""
-        return self.url
+        """The location as a message may quote it (escaped; a PostgreSQL URL never has a password: ``locations``)."""
+        return shown(self.url)
 
     def _create(self) -> None:
+        """The schema checked (``checks``), then, unless read only, made or upgraded; the values checked."""
         with self.transaction():
-            for statement in ddl(sqlite=self.kind == "sqlite"):
-                self.execute(statement)
-            found = self.query("SELECT value FROM meta WHERE key = ?", ("schema_version",))
-            if not found:
-                self._changed = True
-                self.execute("INSERT INTO meta (key, value) VALUES (?, ?)", ("schema_version", str(SCHEMA_VERSION)))
-            elif int(found[0][0]) > SCHEMA_VERSION:
-                raise UserError(f"ledger {self.shown}: schema version {found[0][0]} is newer than this pglab's "
-                                f"({SCHEMA_VERSION}); update pglab to read it")
-            elif int(found[0][0]) < SCHEMA_VERSION:  # an older ledger gains the columns added since (empty)
-                self._changed = True
-                for version in range(int(found[0][0]) + 1, SCHEMA_VERSION + 1):
-                    for table, columns in ADDED.get(version, {}).items():
-                        for column in columns:
-                            self.execute(f"ALTER TABLE {table} ADD COLUMN {column} {column_type(column)}")
-                self.execute("UPDATE meta SET value = ? WHERE key = ?", (str(SCHEMA_VERSION), "schema_version"))
+            found = checks.version(self)
+            if self.readonly and found is None:
+                raise UserError(f"ledger {self.shown}: holds no ledger (no table of one); nothing was read")
+            if self.readonly and self.strict and found is not None and found < SCHEMA_VERSION:
+                raise UserError(f"ledger {self.shown}: schema version {found} is older than this pglab's "
+                                f"({SCHEMA_VERSION}) and a ledger merged in is never written; upgrade a copy of it "
+                                "first (open it with `pglab ledger list --ledger COPY`)")
+            if not self.readonly:
+                for statement in ddl(sqlite=self.kind == "sqlite"):
+                    self.execute(statement)
+                if found is None:
+                    self._changed = True
+                    self.execute("INSERT INTO meta (key, value) VALUES (?, ?)",
+                                 ("schema_version", str(SCHEMA_VERSION)))
+                elif found < SCHEMA_VERSION:  # an older ledger gains the columns added since (empty)
+                    self._changed = True
+                    for v in range(found + 1, SCHEMA_VERSION + 1):
+                        for table, columns in ADDED.get(v, {}).items():
+                            for column in columns:
+                                self.execute(f"ALTER TABLE {table} ADD COLUMN {column} {column_type(column)}")
+                    self.execute("UPDATE meta SET value = ? WHERE key = ?", (str(SCHEMA_VERSION), "schema_version"))
+            checks.values(self)
+            if self.readonly and self.strict:
+                checks.ids(self)
 
     def _sql(self, sql: str) -> str:
         return sql.replace("?", "%s") if self.kind == "postgresql" else sql
@@ -176,30 +218,37 @@ class Ledger:
         if self.kind == "sqlite":
             self.conn.execute("VACUUM")
 
-    def close(self) -> None:
-        """Closed; a ``.gz`` ledger that changed is compacted and packed back (deterministic bytes: no name, no
-        time in the gzip header), in one rename; its working copy goes either way."""
-        if self._packed is None:
+    def close(self, ok: bool = True) -> None:
+        """Closed. A working copy is written back if it changed: a ``.gz`` ledger compacted and packed (deterministic
+        bytes: no name, no time in the gzip header), a new ledger moved into place (its folders made) only if
+        ``ok``; in one rename either way, and the working copy goes."""
+        if self._copy is None:
             self.conn.close()
             return
-        packed, work = self._packed
+        target, work, new = self._copy
         try:
-            changed = self._changed or self.conn.total_changes > 0
-            if changed:
+            changed = not self.readonly and (new or self._changed or self.conn.total_changes > 0)
+            write = changed and (ok or not new)  # an existing .gz keeps what was committed, as a plain file does
+            if write:
                 self.conn.commit()
-                self.conn.execute("VACUUM")
+                if self.where.packed:
+                    self.conn.execute("VACUUM")
             self.conn.close()
-            if changed:
-                tmp = packed.with_name(f".{packed.name}.writing")
-                with open(work, "rb") as src, open(tmp, "wb") as raw, \
-                        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as dst:
-                    shutil.copyfileobj(src, dst)
-                os.replace(tmp, packed)
+            if write:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                tmp = target.with_name(f".{target.name}.writing")
+                with open(work, "rb") as src, open(tmp, "wb") as raw:
+                    if self.where.packed:
+                        with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as dst:
+                            shutil.copyfileobj(src, dst)
+                    else:
+                        shutil.copyfileobj(src, raw)
+                os.replace(tmp, target)
         finally:
             work.unlink(missing_ok=True)
 
     def __enter__(self) -> Ledger:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        self.close(ok=kind is None)

@@ -176,8 +176,8 @@ def with_reference(ledger: Ledger, data_root: str | Path = "data") -> Ledger:
     """Your ledger with the reference's runs taken in (a merge: idempotent, a second of work when nothing is
     new), so that what you read puts your runs beside the shipped ones; the reference itself is only read."""
     ref = reference(data_root)
-    if ref.is_file() and Path(ledger.url).resolve() != ref.resolve():
-        with Ledger(str(ref)) as shipped:
+    if ref.is_file() and (ledger.where.path is None or ledger.where.path.resolve() != ref.resolve()):
+        with Ledger(str(ref), readonly=True) as shipped:
             merge(ledger, shipped)
     return ledger
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,31 +21,79 @@ from typing import Any
 
 import yaml
 
+from pglab.errors import UserError
 from pglab.ledger import book
 from pglab.ledger.backend import Ledger
+from pglab.ledger.locations import printable
 from pglab.runs import campaign
 from pglab.runs.record import MANIFEST, check, migrate
 from pglab.runs.writing import git_revision
 from pglab.studies import STUDIES, module
 
-
-def _content(remote: Path, md5: str) -> Path:
-    return remote / "files" / "md5" / md5[:2] / md5[2:]
+MD5 = re.compile(r"[0-9a-f]{32}")
 
 
-def remote_runs(remote: str | Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(``.dir`` hash, checked manifest in today's format) of every run in a DVC remote, oldest run first."""
+def _skip(line: str) -> None:
+    print(f"pglab: skipped {line}", file=sys.stderr)
+
+
+def _content(remote: Path, md5: object) -> Path:
+    """The file of the remote an md5 names; ValueError unless it is 32 hex digits (a path, ``..`` or ``/etc``
+    would name a file outside the remote) and the file is inside the remote."""
+    if not isinstance(md5, str) or not MD5.fullmatch(md5):
+        raise ValueError(f"md5 {printable(repr(md5), 80)} is not 32 hex digits")
+    path = remote / "files" / "md5" / md5[:2] / md5[2:]
+    if path.exists() and not path.resolve().is_relative_to(remote.resolve()):
+        raise ValueError(f"md5 {md5} names a file outside the remote")
+    return path
+
+
+def _listing(remote: Path, dir_hash: str) -> Path:
+    """The ``.dir`` file of the remote a ``.dir`` hash names (ValueError unless it is an md5 and ``.dir``)."""
+    if not dir_hash.endswith(".dir"):
+        raise ValueError(f"{printable(repr(dir_hash), 80)} is not a .dir hash")
+    return _content(remote, dir_hash.removesuffix(".dir")).with_name(dir_hash[2:])
+
+
+def _entries(remote: Path, listing: Path, name: str, skip: Callable[[str], None]) -> list[dict[str, Any]]:
+    """The entries of a ``.dir`` file that are a ``relpath`` and an ``md5``; each other one skipped, said in one
+    line (a ``.dir`` that is no JSON list: all of it)."""
+    try:
+        entries = json.loads(listing.read_text())
+    except (OSError, ValueError) as exc:
+        skip(f"{name}: not a DVC .dir listing ({printable(exc, 120)})")
+        return []
+    if not isinstance(entries, list):
+        skip(f"{name}: not a DVC .dir listing (not a list)")
+        return []
+    good = []
+    for e in entries:
+        relpath = e.get("relpath") if isinstance(e, dict) else None
+        if not isinstance(relpath, str):
+            skip(f"{name}: an entry with no relpath")
+            continue
+        try:
+            _content(remote, e.get("md5"))
+        except ValueError as exc:
+            skip(f"{name}: {printable(repr(relpath), 120)}: {exc}")
+            continue
+        good.append(e)
+    return good
+
+
+def remote_runs(remote: str | Path, skip: Callable[[str], None] = _skip) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(``.dir`` hash, checked manifest in today's format) of every run in a DVC remote, oldest run first; an entry
+    that names no file of the remote, or a manifest that is none, is skipped with one line."""
     remote = Path(remote)
     found = []
     for listing in sorted((remote / "files" / "md5").glob("*/*.dir")):
-        try:
-            entries = json.loads(listing.read_text())
-        except (OSError, ValueError):
-            continue
         dir_hash = listing.parent.name + listing.name.removesuffix(".dir") + ".dir"
-        for e in entries:  # the run at the top, and a campaign's earlier runs under campaign/<run-id>/
-            relpath = e.get("relpath") if isinstance(e, dict) else None
-            if not isinstance(relpath, str) or relpath.rsplit("/", 1)[-1] != MANIFEST:
+        if not MD5.fullmatch(dir_hash.removesuffix(".dir")):
+            skip(f"{printable(listing, 200)}: not named by an md5")
+            continue
+        for e in _entries(remote, listing, dir_hash, skip):  # the run at the top, and a campaign's earlier runs
+            relpath = e["relpath"]
+            if relpath.rsplit("/", 1)[-1] != MANIFEST:
                 continue
             inner = relpath[:-len(MANIFEST)].rstrip("/")
             if inner and not (inner.startswith(campaign.MEMBERS + "/") and inner.count("/") == 1):
@@ -51,27 +101,37 @@ def remote_runs(remote: str | Path) -> Iterator[tuple[str, dict[str, Any]]]:
             path = _content(remote, e["md5"])
             if not path.exists():
                 continue
-            data = migrate(check(json.loads(path.read_text()), path))  # read as today's format (runs.formats)
+            try:
+                data = migrate(check(json.loads(path.read_text()), path))  # read as today's format (runs.formats)
+            except (OSError, ValueError, UserError) as exc:
+                skip(f"{dir_hash}: {printable(relpath, 120)}: {printable(exc, 200)}")
+                continue
             found.append((member_hash(dir_hash, inner), data))
     yield from sorted(found, key=lambda x: (str(x[1].get("start")), x[1]["run_id"]))
 
 
-def materialize(remote: str | Path, dir_hash: str, dest: Path) -> Path:
-    """The run folder ``dir_hash`` names, copied out of the remote into ``dest`` (hard links where possible)."""
+def materialize(remote: str | Path, dir_hash: str, dest: Path, skip: Callable[[str], None] = _skip) -> Path:
+    """The run folder ``dir_hash`` names, copied out of the remote into ``dest`` (hard links where possible); an
+    entry that would land outside the run folder, or names no file of the remote, is skipped with one line."""
     remote = Path(remote)
     dir_hash, _, inner = dir_hash.partition("#")  # a campaign's earlier run: only its files, from its folder
     prefix = f"{inner}/" if inner else ""
-    for e in json.loads(_content(remote, dir_hash).read_text()):
+    for e in _entries(remote, _listing(remote, dir_hash), dir_hash, skip):
         if not e["relpath"].startswith(prefix):
             continue
         target = dest / e["relpath"][len(prefix):]
-        if not target.resolve().is_relative_to(dest.resolve()):
-            raise ValueError(f"{dir_hash}: {e['relpath']!r} points outside the run folder")
+        source = _content(remote, e["md5"])
+        if not target.resolve().is_relative_to(dest.resolve()) or target.resolve() == dest.resolve():
+            skip(f"{dir_hash}: {printable(repr(e['relpath']), 120)} points outside the run folder")
+            continue
+        if not source.is_file():
+            skip(f"{dir_hash}: {printable(repr(e['relpath']), 120)}: its file is not in the remote")
+            continue
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
-            target.hardlink_to(_content(remote, e["md5"]))
+            target.hardlink_to(source)
         except OSError:
-            shutil.copyfile(_content(remote, e["md5"]), target)
+            shutil.copyfile(source, target)
     return dest
 
 
@@ -167,7 +227,7 @@ def _locked(dir_hash: str | None, run: Path, repo: Path) -> bool:
         return False
     for store in (".dvc/cache", "data/dvc-remote"):
         try:
-            entries = json.loads(_content(repo / store, dir_hash).read_text())
+            entries = json.loads(_listing(repo / store, dir_hash).read_text())
         except (OSError, ValueError):
             continue
         md5 = next((e.get("md5") for e in entries if e.get("relpath") == MANIFEST), None)
