@@ -244,3 +244,14 @@ def test_anchors_a_params_file_uses_still_load(tmp_path: Path) -> None:
     """cloud_providers' params file shares its targets by anchors: a few aliases are fine."""
     data = yaml_mapping(REPO / "params" / "cloud_providers.yaml", "a params file")
     assert data["profiles"]["quick"]["targets"]
+
+
+def test_a_dsn_cannot_load_code_through_its_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A server pglab did not start: its dsn's ``options`` set settings for every session pglab opens."""
+    data = yaml.safe_load((REPO / "params" / "cloud_providers.yaml").read_text())
+    targets = data["profiles"]["smoke"]["targets"]
+    dsn = "host=127.0.0.1 port=1 dbname=bench options='-c session_preload_libraries=evil -c work_mem=4MB'"
+    targets.append({"name": "managed", "dsn": dsn, "disposable": True})
+    params = profile_file(tmp_path, "cloud_providers", {"targets": targets})
+    line = refused(tmp_path, capsys, "cloud_providers", params, "dsn options.session_preload_libraries")
+    assert "work_mem" not in line

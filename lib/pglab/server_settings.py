@@ -18,6 +18,7 @@ Base layer: the parameter models (runs, studies) check by these lists without th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -93,3 +94,12 @@ def allowed_in_run(parameters: Mapping[str, Any]) -> list[str]:
     dicts = [parameters.get("server_settings") or {}, *((t.get("provision") or {}).get("settings") or {}
                                                        for t in parameters.get("targets") or [] if isinstance(t, dict))]
     return [f"{k} = {v!r}" for d in dicts if isinstance(d, dict) for k, v in d.items() if str(k).lower() in allowed]
+
+
+_OPTION = re.compile(r"(?:^|\s)(?:-c\s*|--)([A-Za-z_][A-Za-z0-9_.]*)\s*=\s*(\S*)")
+
+
+def in_options(options: str) -> dict[str, str]:
+    """The settings a libpq ``options`` string (PGOPTIONS: ``-c name=value`` or ``--name=value``) gives each session:
+    a connection string can load code into a server too (``-c session_preload_libraries=...``)."""
+    return {m.group(1): m.group(2) for m in _OPTION.finditer(options)}

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from pglab.errors import UserError
 from pglab.ledger.schema import ADDED, INTEGER, REAL, SCHEMA_VERSION, TABLES
 from pglab.runs.record import PLAIN_ID, RUN_FOLDER
 
-if TYPE_CHECKING:
-    from pglab.ledger.backend import Ledger
+Ledger = Any  # a pglab.ledger.backend.Ledger (which calls these checks as it opens: not imported, no circle)
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 MACHINE_KEY = re.compile(r"[0-9a-f]{12}")

@@ -202,7 +202,8 @@ class Params(Checked):
 
     @model_validator(mode="after")
     def _no_code_unless_allowed(self) -> Params:
-        bad = server_settings.code_problems(self.given_settings(), self.allow_command_settings)
+        bad = server_settings.code_problems({**self.given_settings(), **self.dsn_options()},
+                                            self.allow_command_settings)
         if bad:
             raise ValueError("; ".join(bad))
         return self
@@ -211,6 +212,16 @@ class Params(Checked):
         """{where in the profile: server settings it gives}: each provisioned target's ``settings``."""
         return {f"targets.{i}.provision.settings": t.provision.settings for i, t in enumerate(self.targets)
                 if t.provision}
+
+    def dsn_options(self) -> dict[str, dict[str, str]]:
+        """{where: settings} a dsn target's ``options`` (-c name=value) give every session of a server pglab did not
+        start: not judged by a build's names (the server is another's), but no code loaded unless allowed."""
+        from psycopg.conninfo import conninfo_to_dict
+
+        found = {f"targets.{i}.dsn options": server_settings.in_options(str(conninfo_to_dict(t.dsn).get("options")
+                                                                            or "")) for i, t in enumerate(self.targets)
+                 if t.dsn}
+        return {k: v for k, v in found.items() if v}
 
     def node_names(self) -> list[str]:
         return [t.name for t in self.targets if t.provision]
