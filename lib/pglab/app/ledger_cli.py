@@ -247,7 +247,11 @@ def cmd_history(a: argparse.Namespace, ledger: Ledger) -> int:
 
 
 def cmd_ledger(a: argparse.Namespace) -> int:
-    """The command on the ledger named, or on yours; reading yours, the shipped runs are taken in first."""
+    """The command on the ledger named, or on yours; reading yours, the shipped runs are taken in first. The runs
+    ``add`` names are read whole first (``rows.from_folder``): one that is refused leaves the ledger unopened."""
+    if a.ledger_func is cmd_add:
+        for run in a.runs:
+            rows.from_folder(find_run(a.data_root, run))
     with Ledger(a.ledger, a.data_root) as ledger:
         if a.ledger_func in (cmd_list, cmd_show, cmd_compare, cmd_history) and is_yours(a.ledger):
             book.with_reference(ledger, a.data_root)
