@@ -22,6 +22,7 @@ from pglab.app.spread import MIXED, OPPOSITE, STABLE, format_table, spread_table
 from pglab.errors import UserError
 from pglab.ledger import book, rows, shipped
 from pglab.ledger.backend import ENV, Ledger, is_yours, location, sqlite_path
+from pglab.runs import campaign
 from pglab.runs.record import MANIFEST, RUN_FOLDER, ManifestError
 from pglab.runs.writing import git_revision
 from pglab.studies import STUDIES
@@ -248,10 +249,13 @@ def cmd_history(a: argparse.Namespace, ledger: Ledger) -> int:
 
 def cmd_ledger(a: argparse.Namespace) -> int:
     """The command on the ledger named, or on yours; reading yours, the shipped runs are taken in first. The runs
-    ``add`` names are read whole first (``rows.from_folder``): one that is refused leaves the ledger unopened."""
+    ``add`` names (without any, the pipeline's: each campaign's record and runs) are read first (``rows.from_folder``):
+    one that is refused leaves the ledger unopened."""
     if a.ledger_func is cmd_add:
-        for run in a.runs:
-            rows.from_folder(find_run(a.data_root, run))
+        raw = [Path(a.data_root) / "raw" / s for s in STUDIES]
+        for run in [find_run(a.data_root, r) for r in a.runs] if a.runs else \
+                [m for top in raw if (top / MANIFEST).exists() for m in campaign.members(top)]:
+            rows.from_folder(run)
     with Ledger(a.ledger, a.data_root) as ledger:
         if a.ledger_func in (cmd_list, cmd_show, cmd_compare, cmd_history) and is_yours(a.ledger):
             book.with_reference(ledger, a.data_root)
