@@ -150,18 +150,19 @@ def test_verdicts_over_three_archived_runs_recompute_from_their_own_rows() -> No
 def test_members_refuse_a_campaign_read_in_part(tmp_path: Path) -> None:
     top = tmp_path / "raw"
     (top / campaign.MEMBERS / "20261201T000001Z-aaaaaa").mkdir(parents=True)
-    (top / "manifest.json").write_text("{}")
+    (top / "manifest.json").write_text(json.dumps({"status": "complete", "study": "fdw_overhead",
+                                                   "run_id": "20261201T000002Z-bbbbbb"}))
     record = campaign.record_of([{"run_id": "20261201T000001Z-aaaaaa"}, {"run_id": "20261201T000002Z-bbbbbb"}],
                                 "fdw_overhead", "quick", 2)
     campaign.write(top, record)
-    with pytest.raises(ValueError, match="lists runs that are not there"):
+    with pytest.raises(UserError, match="lists runs that are not there: runs.0.run_id '20261201T000001Z-aaaaaa'"):
         campaign.members(top)
     (top / campaign.MEMBERS / "20261201T000001Z-aaaaaa" / "manifest.json").write_text("{}")
     assert campaign.members(top) == [top / campaign.MEMBERS / "20261201T000001Z-aaaaaa", top]
     assert campaign.members(tmp_path) == [tmp_path]  # no record: a single run
     bad = dict(record, runs=[{"run_id": "../../etc"}, {"run_id": "x"}])
     (top / campaign.CAMPAIGN).write_text(json.dumps(bad))
-    with pytest.raises(UserError, match="outside"):
+    with pytest.raises(UserError, match="runs.0.run_id: '../../etc' is not a plain id"):
         campaign.members(top)
 
 

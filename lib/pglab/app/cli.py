@@ -59,10 +59,11 @@ def cmd_spread(a: argparse.Namespace) -> int:
 
 
 def cmd_analyze(a: argparse.Namespace) -> int:
-    """The run's manifest checked first (``pglab.runs.record``): a run of another study, or one cut short or
-    hand-edited, is refused in one line naming its manifest, before the analysis reads anything else."""
+    """The run folder checked first (``pglab.runs.reading.checked_published``): a run of another study, a manifest,
+    meta.json or campaign.json cut short or hand-edited, a campaign's run missing, is refused in one line naming the
+    file, before the analysis reads anything else or writes anything."""
     from pglab.app.paths import YOURS_DATA
-    from pglab.runs.reading import analysis_run, archive_dir, latest_run, load_manifest
+    from pglab.runs.reading import analysis_run, archive_dir, checked_published, latest_run
 
     root = Path(a.data_root or YOURS_DATA)
     run = Path(a.run) if a.run else analysis_run(root, a.study)
@@ -73,7 +74,7 @@ def cmd_analyze(a: argparse.Namespace) -> int:
                         + ("" if a.data_root else f" or {archive_dir('data', a.study)}")
                         + ": run `pglab collect` first (`dvc pull` gets the shipped run, in data/raw/, "
                         "which `--data-root data` analyses)")
-    load_manifest(run, study=a.study)
+    checked_published(run, a.study)  # a campaign's record, every run's manifest and metas: refused before any output
     from pglab.app.paths import output_dir
 
     derived = output_dir(root / "derived" / a.study, "--data-root")  # a file there: refused before analysing

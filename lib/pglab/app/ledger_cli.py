@@ -24,6 +24,7 @@ from pglab.errors import UserError
 from pglab.ledger import book, rows, shipped
 from pglab.ledger.backend import ENV, Ledger, is_yours, location
 from pglab.ledger.locations import Where, parse, printable, shown
+from pglab.runs import campaign
 from pglab.runs.record import MANIFEST, RUN_FOLDER, ManifestError
 from pglab.runs.writing import git_revision
 from pglab.studies import STUDIES
@@ -294,15 +295,18 @@ def _before(a: argparse.Namespace) -> None:
     if a.ledger_func in READING and not is_yours(a.ledger) and where.path is not None and not where.path.exists():
         raise UserError(f"ledger {shown(where.url)}: no such file "
                         "(`pglab ledger add --ledger FILE` makes one); nothing was written")
-    if a.ledger_func is cmd_add:
-        for r in a.runs:
-            rows.from_folder(find_run(Path(a.data_root), r))
+    if a.ledger_func is cmd_add:  # without runs named, the pipeline's: each campaign's record and runs
+        raw = [Path(a.data_root) / "raw" / s for s in STUDIES]
+        for run in [find_run(Path(a.data_root), r) for r in a.runs] if a.runs else \
+                [m for top in raw if (top / MANIFEST).exists() for m in campaign.members(top)]:
+            rows.from_folder(run)
     if a.ledger_func is cmd_import:
         _remote(Path(a.remote))
 
 
 def cmd_ledger(a: argparse.Namespace) -> int:
-    """The command on the ledger named, or on yours; reading yours, the shipped runs are taken in first."""
+    """The command on the ledger named, or on yours; reading yours, the shipped runs are taken in first. What it is
+    given is checked first (``_before``): a run that is refused leaves the ledger unopened."""
     _before(a)
     with Ledger(a.ledger, a.data_root) as ledger:
         if a.ledger_func in READING and is_yours(a.ledger):

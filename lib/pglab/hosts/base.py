@@ -225,7 +225,7 @@ echo "netns=$(readlink /proc/self/ns/net 2>/dev/null)"
                                     "data_address": self.data_address}
         for line in out.splitlines():
             key, _, value = line.partition("=")
-            facts[key] = int(value) if value.isdigit() else value
+            facts[key] = int(value) if value.isdigit() else value or None  # a fact not found: null, not ""
         # Two hosts are one machine when machine id and boot id match (lab hosts: different netns only)
         facts["machine"] = f"{facts.get('machine_id', '?')}/{str(facts.get('boot_id', '?'))[:8]}"
         return facts

@@ -147,5 +147,7 @@ def digest(point_rows: list[dict[str, Any]], claim_rows: list[dict[str, Any]]) -
 
 
 def from_folder(run_dir: str | Path) -> dict[str, Any]:
-    """The checked manifest of a run folder (``pglab.runs.record.read``: refused in one line if not a run)."""
+    """The checked manifest of a run folder (``pglab.runs.record.read``: refused in one line if not a run, or if a
+    field a row takes is of the wrong type or no finite number). Only the manifest: the ledger reads no point's meta
+    (an analysis does, and checks them: ``pglab.runs.reading.checked_run``)."""
     return read(run_dir)

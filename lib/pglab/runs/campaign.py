@@ -16,14 +16,45 @@ from __future__ import annotations
 import json
 import secrets
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
-from pglab.runs.record import MANIFEST, inside
+from pydantic import AfterValidator, Field
+
+from pglab.runs import record
+from pglab.runs.record import MANIFEST, ManifestError, inside
+from pglab.runs.shapes import Count, Integer, PlainId, PositiveCount, RunStatus, _Open
 
 CAMPAIGN = "campaign.json"
 MEMBERS = "campaign"
 OWN = "runs"  # an analysis of a campaign keeps each run's own tables in <derived>/runs/<run-id>/ (pglab.app.campaign)
 FORMAT_VERSION = 1
+
+
+def _known_format(value: int) -> int:
+    if value > FORMAT_VERSION:
+        raise ValueError(f"format {value} is newer than this pglab reads (up to {FORMAT_VERSION}): update pglab")
+    return value
+
+
+class Member(_Open):
+    """One run of a campaign, as ``campaign.json`` lists it."""
+
+    WHAT: ClassVar[str] = "campaign record"
+    run_id: PlainId  # a folder name under campaign/: a plain id, never a path
+    seed: Integer | None = None
+    status: RunStatus | None = None
+
+
+class Campaign(_Open):
+    """``campaign.json`` (``record_of``): what ``members`` and the analysis over runs read. Its numbers are plain
+    (no NaN or Infinity), its runs objects, each named by a plain id and listed once."""
+
+    WHAT: ClassVar[str] = "campaign record"
+    format_version: Annotated[PositiveCount, AfterValidator(_known_format)] = 1
+    study: PlainId | None = None
+    profile: str | None = None
+    asked: Count | None = None  # how many runs the profile asked for
+    runs: list[Member] = Field(min_length=1)
 
 
 def draw_seed() -> int:
@@ -33,28 +64,41 @@ def draw_seed() -> int:
 
 
 def read(folder: str | Path) -> dict[str, Any] | None:
-    """The folder's ``campaign.json`` (None: a single run)."""
+    """The folder's checked ``campaign.json`` (None: a single run); a ManifestError, one line naming the file and
+    the key, for one cut short, of the wrong shape, or listing a run twice."""
     path = Path(folder) / CAMPAIGN
     if not path.is_file():
         return None
-    data = json.loads(path.read_text())
-    if not isinstance(data, dict) or not isinstance(data.get("runs"), list) or not data["runs"]:
-        raise ValueError(f"{path}: not a campaign record (no list of runs)")
+    data = record.check(record.parse(path, Campaign.WHAT), path, Campaign)
+    ids = [r["run_id"] for r in data["runs"]]
+    twice = next((i for i, r in enumerate(ids) if r in ids[:i]), None)
+    if twice is not None:
+        raise ManifestError(path, f"runs.{twice}.run_id: {ids[twice]!r} is listed twice (a campaign's runs are "
+                                  "independent runs, each counted once)")
     return data
 
 
 def members(folder: str | Path) -> list[Path]:
     """The run folders of a published campaign, oldest first (the last is ``folder`` itself); ``[folder]`` for a
-    single run. A member listed but absent is refused: a campaign read in part would decide on fewer runs silently."""
+    single run. A member listed but absent is refused, in one line naming it: a campaign read in part would decide
+    on fewer runs silently."""
     folder = Path(folder)
     data = read(folder)
     if data is None:
         return [folder]
     ids = [str(r["run_id"]) for r in data["runs"]]
     out = [inside(folder / MEMBERS, folder / MEMBERS / i, "campaign member") for i in ids[:-1]] + [folder]
-    missing = [str(p) for p in out[:-1] if not (p / MANIFEST).is_file()]
+    missing = [(n, p) for n, p in enumerate(out[:-1]) if not (p / MANIFEST).is_file()]
     if missing:
-        raise ValueError(f"{folder / CAMPAIGN} lists runs that are not there: {', '.join(missing)}")
+        n, first = missing[0]
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise ManifestError(folder / CAMPAIGN, f"lists runs that are not there: runs.{n}.run_id {ids[n]!r} has no "
+                                               f"run folder {first}{more}; restore it (`dvc pull`, or from "
+                                               "data/runs/) rather than decide on fewer runs")
+    last = record.read(folder)["run_id"]
+    if ids[-1] != last:
+        raise ManifestError(folder / CAMPAIGN, f"runs.{len(ids) - 1}.run_id: {ids[-1]!r} is not the run in "
+                                               f"{folder} ({last!r}): the campaign's last run is the folder's own")
     return out
 
 
@@ -65,6 +109,8 @@ def record_of(runs: list[dict[str, Any]], study: str, profile: str, asked: int) 
 
 
 def write(folder: Path, data: dict[str, Any]) -> None:
+    """``campaign.json``, checked first as ``read`` will check it: a RecordError instead of a record no reader takes."""
+    record.check_written(data, folder / CAMPAIGN, Campaign, today=False)
     (folder / CAMPAIGN).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
@@ -77,4 +123,4 @@ def own_analyses(run_dir: Path, derived: Path) -> list[tuple[Path, Path]]:
 
 
 def _run_id(run: Path) -> str:
-    return str(json.loads((run / MANIFEST).read_text())["run_id"])
+    return str(record.read(run)["run_id"])

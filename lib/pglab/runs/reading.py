@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pglab.errors import first_line
-from pglab.runs import record
+from pglab.runs import campaign, record
 from pglab.runs.record import MANIFEST, META, ManifestError
 
 
@@ -90,6 +90,36 @@ def not_publishable(run_dir: str | Path, status: str | None) -> str | None:
     if status != "complete":
         return f"run {run_dir} ended {status}: run `pglab cleanup`"
     return None
+
+
+def checked_run(run_dir: str | Path, study: str | None = None) -> dict[str, Any]:
+    """The run's manifest (``load_manifest``), once every other record of the folder a reader takes was checked too:
+    each point's meta.json (set-aside attempts aside), and, in a run that says it is complete, one for every planned
+    point. A ManifestError, one line naming the file and the key, before anything is analysed or added: a hand edit
+    there would otherwise crash an analysis half way, or make it decide on fewer points without a word."""
+    run_dir = Path(run_dir)
+    manifest = load_manifest(run_dir, study)
+    point_metas(run_dir, manifest, planned=False)
+    if manifest["status"] == "complete":
+        planned = planned_points(manifest)
+        missing = [(n, pid) for n, pid in enumerate(planned) if not (run_dir / pid / META).is_file()]
+        if missing:
+            n, pid = missing[0]
+            key = f"plan.points.{n}" if n < len(manifest["plan"].get("points", [])) else "plan.adaptive.added"
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            raise ManifestError(run_dir / MANIFEST, f"status complete, but {key} {pid!r} has no {run_dir / pid / META}"
+                                                    f"{more}: a point folder removed or not copied")
+    return manifest
+
+
+def checked_published(run_dir: str | Path, study: str | None = None) -> list[Path]:
+    """The runs published in ``run_dir`` (a campaign's, oldest first, or the one run), each checked whole
+    (``checked_run``) and the campaign's record too (``campaign.members``): what an analysis reads, refused in one
+    line before it writes anything."""
+    runs = campaign.members(run_dir)
+    for run in runs:
+        checked_run(run, study)
+    return runs
 
 
 def read_optional(folder: str | Path, name: str) -> str:

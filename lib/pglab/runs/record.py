@@ -8,44 +8,45 @@ a manifest that is not JSON, not an object, lacks a key or has one of the wrong 
 study with anything but a plain id, or sits in a folder named as another run, is refused with a
 ``ManifestError``: one line naming the file and the problem, exit 2 (``pglab.app.exits``).
 
-Only the keys the code reads are modelled; any other key is allowed (each format added keys), so every
-manifest pglab ever wrote is accepted. The same models check what pglab writes (``check_written``, called by the
-run store): a record a reader would refuse is never written. An analysis reads its study's parameters as its
-own model validates them (``parameters``) and the baseline from its one place (``baseline``). No host imports:
-the analysis reads runs without them.
+Only the keys the code reads are modelled (``pglab.runs.shapes``: strict, finite numbers where a reader relies on
+one), and no number anywhere in a record is NaN, Infinity or beyond 64 bits (``not_finite``); any other key is
+allowed (each format added keys), so every manifest pglab ever wrote is accepted. The same models check what pglab
+writes (``check_written``, called by the run store): a record a reader would refuse is never written. An analysis
+reads its study's parameters as its own model validates them (``parameters``) and the baseline from its one place
+(``baseline``). No host imports: the analysis reads runs without them.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    NonNegativeFloat,
-    NonNegativeInt,
-    PositiveInt,
-    ValidationError,
-)
+from pydantic import BaseModel, ValidationError
 
 from pglab.errors import PglabError, UserError
 from pglab.runs import formats
 from pglab.runs.formats import FORMAT_VERSION
+from pglab.runs.shapes import (  # noqa: F401  (the record's models, read here as record.RunRecord and so on)
+    PLAIN_ID,
+    Bookkeeping,
+    PlainId,
+    PointMeta,
+    RunRecord,
+    _Open,
+    plain_id,
+)
 
 MANIFEST = "manifest.json"
 META = "meta.json"  # a point's record, in the point's folder
 M = TypeVar("M", bound=BaseModel)
 MAX_BYTES = 64 << 20  # the largest shipped manifest is 0.3 MB: anything near this is not a manifest
-#: a plain id: one path component that names nothing but itself (no '/', no '..', no NUL, no newline)
-PLAIN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+MAX_INT = 2**63 - 1  # no reader (SQLite's INTEGER, numpy's int64) takes a larger whole number
 #: the folder name ``RunStore`` gives a run (UTC timestamp, random suffix): such a folder holds that run
 RUN_FOLDER = re.compile(r"\d{8}T\d{6}Z-[0-9a-z]+")
 
@@ -77,153 +78,57 @@ class RecordError(PglabError, ValueError):
         super().__init__(f"{shown(path, 400)}: not written: {self.problem} (a reader would refuse this record)")
 
 
-def plain_id(value: str) -> str:
-    """``value`` if it is a plain id (letters, digits, '.', '_', '-'; no '..'), else ValueError."""
-    if not PLAIN_ID.fullmatch(value) or ".." in value:
-        raise ValueError(f"{value!r} is not a plain id (letters, digits, '.', '_' and '-', no '..')")
-    return value
+def _where(loc: tuple[Any, ...], data: Any) -> str:
+    """``loc`` as the key path a reader of ``data`` sees: without the tags pydantic adds for a union's members
+    (``hosts.db1.hostname.str``: a tag is no key of the data where it stands). A key missing is the last part."""
+    if data is None:
+        return ".".join(str(p) for p in loc)
+    keys, at = [], data
+    for i, part in enumerate(loc):
+        if isinstance(at, dict) and (part in at or i == len(loc) - 1):
+            keys.append(str(part))
+            at = at.get(part)
+        elif isinstance(at, list) and isinstance(part, int) and 0 <= part < len(at):
+            keys.append(str(part))
+            at = at[part]
+    return ".".join(keys)
 
 
-PlainId = Annotated[str, AfterValidator(plain_id)]
-
-
-def format_version(value: int) -> int:
-    """``value`` unless it is newer than this pglab reads: a record from newer code is refused, never misread."""
-    if value > FORMAT_VERSION:
-        raise ValueError(f"format {value} is newer than this pglab reads (up to {FORMAT_VERSION}): update pglab")
-    return value
-
-
-FormatVersion = Annotated[PositiveInt, AfterValidator(format_version)]
-
-
-class _Open(BaseModel):
-    """Extra keys allowed: each manifest format added some, and unknown ones are reported, not refused."""
-
-    model_config = ConfigDict(extra="allow")
-    WHAT: ClassVar[str] = "run manifest"  # what a message calls a record that does not fit
-
-
-class Bookkeeping(_Open):
-    """What ``pglab cleanup`` reads of a run: its status, its process and what it started."""
-
-    status: str
-    study: PlainId | None = None
-    run_id: PlainId | None = None
-    pid: int | None = None
-    control: dict[str, Any] | None = None
-    inventory: str | None = None
-    nodes: list[dict[str, Any]] = []
-    processes: list[dict[str, Any]] = []
-    workspaces: dict[str, str] = {}
-    local_passfiles: dict[str, str] = {}
-    boot_ids: dict[str, str | None] = {}
-    leftovers: list[dict[str, Any]] = []
-
-
-class Node(_Open):
-    """A server the run started (``Node.describe``): what placement and cleanup read of it."""
-
-    name: str
-    host: str
-    role: str
-    port: int
-
-
-class Topology(_Open):
-    client: dict[str, Any] | None = None
-    clients: dict[str, dict[str, Any]] | None = None
-
-
-class Adaptive(_Open):
-    """A first look's record (``workloads.adaptive``): counts of blocks, and why the adding stopped."""
-
-    added: list[PlainId] = []  # the points of added blocks
-    first_look: NonNegativeInt | None = None
-    blocks_added: NonNegativeInt | None = None
-    blocks_finished: NonNegativeInt | None = None
-    cut_short: NonNegativeInt | None = None
-    max_blocks: NonNegativeInt | None = None
-    stopped: str | None = None
-    why: str | None = None
-
-
-class Plan(_Open):
-    points: list[PlainId] = []  # point folders: paths under the run folder
-    adaptive: Adaptive | None = None
-    baseline: str | None = None  # the configuration every block ran twice (the A/A): the baseline's one place
-    blocks: NonNegativeInt | None = None  # blocks planned
-    seed: int | None = None
-
-
-class RunRecord(Bookkeeping):
-    """What the analyses, ``compare``, ``spread`` and resuming read of a run."""
-
-    format_version: FormatVersion = 1
-    study: PlainId
-    run_id: PlainId
-    profile: str | None = None
-    git_revision: str | None = None
-    parameters: dict[str, Any] = {}
-    plan: Plan = Plan()
-    nodes: list[Node] = []  # type: ignore[assignment]  (narrower than cleanup's)
-    topology: Topology = Topology()
-    hosts: dict[str, dict[str, Any]] = {}
-    tools: dict[str, Any] = {}
-    packages: dict[str, Any] = {}
-    points: dict[str, Any] = {}
-    systems: dict[str, dict[str, Any]] = {}
-    resumes: list[dict[str, Any]] = []
-    failed_points: list[str] = []
-    # the article's machine imitated (pglab.nodes.emulation, Deployment.emulated): levels asked and measured
-    emulation: dict[str, Any] = {}
-
-
-class PointMeta(_Open):
-    """A point's ``meta.json`` (``runs.store.Point``): what the sweep, resuming and the analyses read of it.
-
-    A planned point carries its place in the design (``block``, ``group``, ``config``, ``copy`` and the study's
-    factors, such as ``clients`` and ``kind``); a set-up step (``fsync``, ``setup``) has none of them."""
-
-    WHAT: ClassVar[str] = "point's meta.json"
-
-    format_version: FormatVersion = 1
-    point: PlainId | None = None  # its folder's name (format 1 filled from the folder when absent)
-    status: str  # running, ok, failed, inconsistent, interrupted
-    start: str | None = None
-    end: str | None = None
-    error: str | None = None
-    set_aside: str | None = None
-    block: NonNegativeInt | None = None
-    group: str | None = None
-    config: str | None = None
-    copy_: PositiveInt | None = Field(None, alias="copy")  # 2: the block's second baseline (the A/A)
-    kind: str | None = None
-    clients: int | None = None
-    flush: str | None = None  # an emulated flush ladder's level the point ran at (its label) ...
-    flush_ms: float | None = None  # ... and its latency, 0 for this machine's own disk
-    warmup_s: NonNegativeFloat | None = None  # the warm-up the analysis cuts from -P 1 progress
-    steal: float | None = None
-    steal_flag: bool | None = None
-    load1: dict[str, float | None] = {}
-    measure_s: float | None = None
-    measured_s: float | None = None
-    commands: dict[str, dict[str, Any]] = Field(default_factory=dict)
-
-
-def _first_problem(exc: ValidationError) -> str:
-    """The first validation error as ``key.sub: what`` (and how many more)."""
+def _first_problem(exc: ValidationError, data: Any = None) -> str:
+    """The first validation error as ``key.sub: what`` (and how many more keys are wrong)."""
     errors = exc.errors(include_url=False)
     e = errors[0]
-    where = ".".join(str(p) for p in e["loc"]) or "the manifest"
+    where = _where(e["loc"], data) or "the manifest"
     if e["type"] == "missing":
         what = "missing"
     elif e["type"] == "value_error":
         what = str(e.get("ctx", {}).get("error") or e["msg"])
-    else:
-        what = f"{e['msg'].lower()}, not {shown(json.dumps(e.get('input'), default=str), 60)}"
-    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+    else:  # "a valid dictionary or instance of Member": a JSON object is what is meant
+        msg = re.sub(r" or instance of \w+", "", e["msg"]).lower()
+        what = f"{msg}, not {shown(_json(e.get('input')), 60)}"
+    others = len({_where(x["loc"], data) for x in errors} - {where})  # a union's members: one key, one problem
+    more = f" (and {others} more problem{'s' if others > 1 else ''})" if others else ""
     return f"{where}: {what}{more}"
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, default=str)
+
+
+def not_finite(data: Any) -> str | None:
+    """The first number in ``data`` no reader can use, as ``key.sub: what`` (None when there is none): NaN and
+    Infinity (Python's json reads them, and ``1e400`` as Infinity; pglab writes neither, orjson writes null) and a
+    whole number beyond 64 bits. Walked without recursion: a record nested deep is refused, never a crash."""
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{where or 'the record'}: {_json(value)} is not a finite number (JSON has no NaN or Infinity)"
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
+            return f"{where or 'the record'}: {shown(value, 40)} is too large a number (beyond 64 bits)"
+        items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        stack.extend((f"{where}.{k}" if where else str(k), v) for k, v in reversed(list(items)))
+    return None
 
 
 def parse(path: str | Path, what: str = "run manifest") -> Any:
@@ -246,6 +151,8 @@ def parse(path: str | Path, what: str = "run manifest") -> Any:
         return json.loads(text)
     except ValueError as exc:
         raise ManifestError(path, f"not valid JSON, truncated or hand-edited ({exc})") from None
+    except RecursionError:
+        raise ManifestError(path, f"nested too deep for a {what}: hand-edited or not a {what}") from None
 
 
 def _shape_problem(data: Any, model: type[_Open]) -> str | None:
@@ -256,8 +163,11 @@ def _shape_problem(data: Any, model: type[_Open]) -> str | None:
     try:
         model.model_validate(data)
     except ValidationError as exc:
-        return f"not a {model.WHAT}: {_first_problem(exc)}"
-    return None
+        return f"not a {model.WHAT}: {_first_problem(exc, data)}"
+    except RecursionError:
+        return f"not a {model.WHAT}: nested too deep"
+    number = not_finite(data) if model.FINITE else None
+    return f"not a {model.WHAT}: {number}" if number else None
 
 
 def check(data: Any, path: str | Path, model: type[_Open] = RunRecord) -> dict[str, Any]:
@@ -338,12 +248,13 @@ def parameters(manifest: Mapping[str, Any], model: type[M]) -> M:
     Tolerant of the run's age: a key an older run lacks takes the model's default, a key the model no longer has
     (at any depth) is left out. What the model refuses is a ManifestError naming the key."""
     given = manifest.get("parameters") or {}
+    known = _known(model, given)
     try:
-        return model.model_validate(_known(model, given), strict=False)  # as JSON kept it: tolerant of type
+        return model.model_validate(known, strict=False)  # as JSON kept it: tolerant of type, not of bounds
     except ValidationError as exc:
         where = f"run {manifest.get('run_id', '?')}"
-        raise ManifestError(where, f"parameters.{_first_problem(exc)} (today's {model.__module__}.{model.__name__} "
-                                   "refuses what this run recorded)") from None
+        raise ManifestError(where, f"parameters.{_first_problem(exc, known)} (today's {model.__module__}."
+                                   f"{model.__name__} refuses what this run recorded)") from None
 
 
 def baseline(manifest: Mapping[str, Any], default: str) -> str:
