@@ -14,9 +14,15 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import pytest
-import yaml
-from _pytest.nodeid import coerce_node_id
+# Set before pglab is imported (``pglab.hosts.machine_state`` reads them once): the suite runs collects side by side,
+# so every run would find the machine busy; it starts them marked (tests/test_machine_state.py checks the refusal
+# with these unset), and probes the machine for 0.2 s instead of 1 s.
+os.environ.setdefault("PGLAB_BUSY_OK", "1")
+os.environ.setdefault("PGLAB_PROBE_S", "0.2")
+
+import pytest  # noqa: E402
+import yaml  # noqa: E402
+from _pytest.nodeid import coerce_node_id  # noqa: E402
 from pglab.errors import ParameterError
 from pglab.hosts.base import Host
 from pglab.hosts.inventory import HostEntry, Inventory, load_inventory

@@ -41,8 +41,7 @@ def block_ratios(points: pd.DataFrame, baseline: str, by: Sequence[str] = ("grou
     ratios (nothing to divide by); that is what ``blocks`` then counts.
     """
     keys = ["block", *by]
-    if "steal_flag" in points:
-        points = points[~points.steal_flag.fillna(False).astype(bool)]
+    points = kept(points)
     is_base = points.config == baseline
     copies = points[is_base].pivot_table(index=keys, columns="copy", values=value, aggfunc="first")
     base = np.exp(np.log(copies).mean(axis=1)).rename("baseline")
@@ -64,7 +63,18 @@ def block_ratios(points: pd.DataFrame, baseline: str, by: Sequence[str] = ("grou
 def steal_note(points: pd.DataFrame) -> str:
     """What every claim's note says of the points left out for CPU steal ("" when none was)."""
     n = int(points.steal_flag.fillna(False).astype(bool).sum()) if "steal_flag" in points else 0
-    return f"{n} point(s) flagged for CPU steal > 20% left out" if n else ""
+    busy = int(points.busy_flag.fillna(False).astype(bool).sum()) if "busy_flag" in points else 0
+    said = [f"{n} point(s) flagged for CPU steal > 20% left out" if n else "",
+            f"{busy} point(s) measured while other (niced) processes took > 10% of the CPU left out" if busy else ""]
+    return "; ".join(x for x in said if x)
+
+
+def kept(points: pd.DataFrame) -> pd.DataFrame:
+    """The points every ratio and summary rests on: those flagged for CPU steal or another load left out."""
+    for flag in ("steal_flag", "busy_flag"):
+        if flag in points:
+            points = points[~points[flag].fillna(False).astype(bool)]
+    return points
 
 
 def per_block(ratios: pd.DataFrame) -> pd.DataFrame:

@@ -46,7 +46,7 @@ def points_table(run_dir: Path, values: PointValues = pgbench_window, nodes: dic
             failed.append({**base, "status": meta.get("status"), "error": meta.get("error", "")})
             continue
         load = meta.get("load1") or {}
-        row = {**base, "steal": meta.get("steal"), "steal_flag": bool(meta.get("steal_flag", False)),
+        row = {**base, "steal": meta.get("steal"), "steal_flag": bool(meta.get("steal_flag", False)), **busy(meta),
                "load1": max((v for v in load.values() if v is not None), default=None)}
         row.update(values(d, meta))
         if nodes:
@@ -62,12 +62,17 @@ def points_table(run_dir: Path, values: PointValues = pgbench_window, nodes: dic
     return points, failed_df
 
 
+def busy(meta: Mapping[str, Any]) -> dict[str, bool]:
+    """``busy_flag`` where the point recorded it (``pglab.workloads.cpu``: niced others took over 10% of the CPU):
+    left out of every ratio and summary as a steal-flagged point is. Runs from before it have no such column."""
+    return {"busy_flag": bool(meta["busy_flag"])} if "busy_flag" in meta else {}
+
+
 def tps_summary(points: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
     """Absolute tps per group: median and interval over the points (first baseline copy only; points flagged for
     CPU steal left out, as from every ratio)."""
     rows = []
-    if "steal_flag" in points:
-        points = points[~points.steal_flag.fillna(False).astype(bool)]
+    points = effects.kept(points)
     for key, g in points[points["copy"] == 1].groupby(list(by), sort=True):
         med, lo, hi, method = median_interval(g.tps.dropna().to_numpy())
         rows.append({**dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True)), "tps_median": med,

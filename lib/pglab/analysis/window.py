@@ -96,6 +96,7 @@ def measured_points(run_dir: Path, pattern: str, fields: tuple[str, ...] = (),
         tps = value(d, meta) if value else pgbench_window(d, meta)["tps"]
         if tps:
             rows.append({"block": meta["block"], "config": meta["config"], "copy": meta.get("copy", 1),
-                         "steal_flag": bool(meta.get("steal_flag")), "tps": float(tps),
+                         "steal_flag": bool(meta.get("steal_flag")),
+                         **({"busy_flag": bool(meta["busy_flag"])} if "busy_flag" in meta else {}), "tps": float(tps),
                          **{f: meta.get(f) for f in fields}})
     return rows

@@ -8,6 +8,7 @@ both ways), so an edit to a parser, the lab, the CLI, analysis or a figure never
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -81,6 +82,9 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
                         "(default: the profile's `postgres:`, else each host's bindir: Debian's 15); fetched once")
     c.add_argument("--quiet", action="store_true", help="no progress bar")
     c.add_argument("--yes", action="store_true", help=f"run a profile planned to measure past {MAX_PLANNED_H} h")
+    c.add_argument("--busy-ok", action="store_true",
+                   help="start on a busy machine all the same (others above 10%% of the CPU, or a load above the "
+                        "cores); the run is marked, and left out of verdicts unless asked (PGLAB_BUSY_OK=1)")
     c.add_argument("--accept-failed", action="store_true",
                    help="publish a partial run (some points failed) for analysis all the same")
     c.add_argument("--resume", nargs="?", const="", metavar="RUN",
@@ -99,6 +103,8 @@ def collect(a: argparse.Namespace) -> int:
     point measured), or a partial one with ``--accept-failed``."""
     name, p, inventory = load_params(a.study, a.params, a.profile, a.inventory, getattr(a, "postgres", None))
     refuse_long(a.study, p, getattr(a, "yes", False))
+    if getattr(a, "busy_ok", False):
+        os.environ["PGLAB_BUSY_OK"] = "1"  # read where the run opens (pglab.runs.machine), in every study alike
     if p.runs > 1:
         return collect_campaign(a, name, p, inventory)[0]
     resume = None

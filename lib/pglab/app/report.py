@@ -31,7 +31,7 @@ from pglab.analysis.text import count
 from pglab.app import beside, majors_table, report_notebook, takeaway
 from pglab.app.beside import num as _num
 from pglab.app.report_notebook import Notebook
-from pglab.app.where_ran import allowed_html, emulation_html
+from pglab.app.where_ran import allowed_html, emulation_html, machine_html
 from pglab.runs import record
 from pglab.studies import STUDIES, declaration
 
@@ -253,7 +253,7 @@ def study_html(study: str, nb: Notebook, comparison: pd.DataFrame, manifest: dic
            "" if majors is None or majors.empty else majors_table.section_html(study, majors),
            "<h2 id=\"where\">Where it ran</h2>",
            f"<p>{html.escape(placement.summary(manifest))}</p>", emulation_html(manifest),
-           allowed_html(study, manifest),
+           allowed_html(study, manifest), machine_html(manifest),
            "<p class=\"meta\">" + " | ".join(f"{k}: {html.escape(v)}" for k, v in run.items()) + "</p>"]
     figures = [f for s in nb.sections for f in s.figures]
     out.append("<h2 id=\"figures\">Figures</h2>")

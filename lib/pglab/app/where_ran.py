@@ -31,3 +31,27 @@ def allowed_html(study: str, manifest: dict[str, Any]) -> str:
         return ""
     return (f"<p class=\"warn\"><b>Allowed by the profile to run a command or load code on the server:</b> "
             f"{html.escape('; '.join(given))}</p>") if given else ""
+
+
+def _state(s: dict[str, Any]) -> str:
+    flush = f", flush {s['flush_ops_s']:,.0f}/s" if s.get("flush_ops_s") else ""
+    loop = f", CPU probe {s['cpu_loop_ms']:g} ms" if s.get("cpu_loop_ms") else ""
+    return (f"others {s.get('others', 0):.0%} of the CPU (niced {s.get('nice', 0):.0%}), "
+            f"steal {s.get('steal', 0):.0%}, load {s.get('load1', 0):.1f} on {s.get('cores', '?')} cores{loop}{flush}")
+
+
+def machine_html(manifest: dict[str, Any]) -> str:
+    """The machine as probed before and after the run (``pglab.runs.machine``), and why the run is marked."""
+    m = manifest.get("machine") or {}
+    if not m:
+        return ""
+    rows = []
+    for when in ("before", "after"):
+        for host, s in (m.get(when) or {}).items():
+            rows.append(f"{when} ({html.escape(str(s.get('at', '')))}), {html.escape(host)}: {html.escape(_state(s))}")
+    marked = m.get("marked") or []
+    out = "<p class=\"meta\"><b>The machine:</b> " + "; ".join(rows) + ".</p>"
+    if marked:
+        out += ("<p class=\"warn\"><b>Marked: this run is no run of a machine sitting still</b> (left out of verdicts "
+                "unless asked): " + html.escape("; ".join(marked)) + ".</p>")
+    return out

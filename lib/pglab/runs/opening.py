@@ -21,7 +21,7 @@ from typing import Any, Generic, TypeVar
 from pglab.hosts.inventory import Inventory
 from pglab.nodes.emulation import Emulation
 from pglab.nodes.emulation import problems as emulation_problems_on
-from pglab.runs import preflight
+from pglab.runs import machine, preflight
 from pglab.runs.params import validate
 from pglab.runs.reading import point_metas
 from pglab.runs.resume import open_run
@@ -73,7 +73,10 @@ def study_run(study: str, model: type[P], params: dict[str, Any] | P, check: Cal
     preflight.require(preflight.setting_name_problems(p, inventory, named))  # names the build does not know
     planned = plan(p, found)
     record = plan_record(planned.points, p.seed, planned.baseline, p.blocks, planned.kept_across_blocks)
+    before = machine.probe(inventory, p.hosts, wait=True)  # a busy machine refused before a run folder exists
+    reasons = machine.gate(before)
     store = open_run(data_root, study, profile, p.model_dump(), record, inventory, resume)
+    machine.opened(store, before, reasons)
     started = time.monotonic()
     if build:
         store.manifest["postgres_build"] = preflight.build_record(build)
@@ -86,6 +89,7 @@ def study_run(study: str, model: type[P], params: dict[str, Any] | P, check: Cal
         store.manifest.setdefault("wall_s", []).append(round(time.monotonic() - started, 1))
     store.manifest.setdefault("collect_s", []).append(round(time.monotonic() - started, 1))  # with the clean-up
     store.manifest.update(measurement_share(store))
+    machine.closed(store, inventory, p.hosts)
     store.save()
 
 

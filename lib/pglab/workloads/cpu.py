@@ -42,6 +42,7 @@ def shares(before: dict[str, int], after: dict[str, int]) -> dict[str, float]:
 
 
 STEAL_FLAG = 0.2  # a point whose hosts lost more than this share of CPU time to the hypervisor is flagged
+BUSY_FLAG = 0.10  # a point during which niced processes (others: a run niced nothing) took more is flagged
 
 
 def loadavg(host: Host) -> float | None:
@@ -69,3 +70,8 @@ def during(hosts: Iterable[Host], point: Any) -> Iterator[None]:
         steal = max((s.get("steal", 0.0) for s in shares_by_host.values()), default=0.0)
         point.meta["steal"] = steal
         point.meta["steal_flag"] = steal > STEAL_FLAG
+        # others at low priority: nothing of a run is niced, so CPU time spent niced is another's (a build, a
+        # sweep run "in the background"); the busy machine of issue 49 showed as 28-54% nice
+        niced = max((s.get("nice", 0.0) for s in shares_by_host.values()), default=0.0)
+        point.meta["busy"] = niced
+        point.meta["busy_flag"] = niced > BUSY_FLAG

@@ -1,0 +1,117 @@
+"""The state of the machine a run measures on, probed before it starts and after it ends.
+
+Why: a verdict rests on the machine sitting still. On this project's 2-core VM a process at low priority took
+28-54% of the CPU beside 16 shipped runs and nothing said so; the CPU ran 3x slower on one boot than on another.
+So a run is not started on a busy machine (others' CPU share over ``OTHERS_MAX``, or a load above the cores) unless
+asked (``--busy-ok``, and then the run is marked), and what the verdicts rest on is probed at both ends: the
+others' CPU share, steal and load, a CPU speed probe (a fixed shell loop: the same work, so its time moves with the
+CPU's speed), the disk's flush rate (``pglab-flushprobe``, where ``make setup`` built it) and the boot. A drift
+between the two probes past ``DRIFT_MAX`` marks the run too.
+
+"Others" is the machine's busy CPU less pglab's own process (nothing of the run is running at either probe).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+from pglab.hosts.base import Host
+
+OTHERS_MAX = 0.10  # a share of the machine's CPU that other processes may take at a run's start
+DRIFT_MAX = 0.25  # the CPU probe's time or the flush rate moving more than this between the two probes
+PROBE_S = float(os.environ.get("PGLAB_PROBE_S", "1.0"))  # the CPU window; the test suite shortens it
+LOAD_WAIT_S = 90.0  # a load above the cores is waited out this long (it decays over a minute) before refusing
+LOOP = 20000  # shell loop iterations of the CPU probe (about 20-60 ms on this project's VM)
+FLUSHPROBE = os.environ.get("PGLAB_NATIVE_DIR", "/usr/local/lib/pglab") + "/pglab-flushprobe"
+
+
+def _stat(host: Host) -> list[int]:
+    line = next((x for x in host.read_text("/proc/stat").splitlines() if x.startswith("cpu ")), "cpu")
+    return [int(v) for v in line.split()[1:9]]
+
+
+def _own_ticks() -> float:
+    """This process's CPU (and its reaped children's), in clock ticks like /proc/stat's."""
+    t = os.times()
+    return (t.user + t.system + t.children_user + t.children_system) * os.sysconf("SC_CLK_TCK")
+
+
+def cpu_window(host: Host, seconds: float = PROBE_S) -> dict[str, float]:
+    """Others' share of the machine's CPU (busy less pglab's own), steal and the low-priority (nice) share."""
+    own0, a = _own_ticks() if host.is_local else 0.0, _stat(host)
+    time.sleep(seconds)
+    own1, b = _own_ticks() if host.is_local else 0.0, _stat(host)
+    d = [y - x for x, y in zip(a, b, strict=False)]
+    total = sum(d) or 1
+    busy = total - d[3] - d[4] - (d[7] if len(d) > 7 else 0)  # not idle, iowait or stolen
+    return {"others": round(max(0.0, (busy - (own1 - own0)) / total), 3),
+            "nice": round(d[1] / total, 3), "steal": round((d[7] if len(d) > 7 else 0) / total, 3)}
+
+
+def cpu_loop_ms(host: Host) -> float | None:
+    """The time of a fixed shell loop, in ms: the same work each time, so it tracks the CPU's speed."""
+    script = (f"s=$(date +%s%N); i=0; while [ $i -lt {LOOP} ]; do i=$((i+1)); done; e=$(date +%s%N); "
+              "echo $(( (e - s) / 1000 ))")
+    res = host.run(["sh", "-c", script], check=False, timeout=60)
+    return round(int(res.stdout.strip()) / 1000, 1) if res.exit_code == 0 and res.stdout.strip().isdigit() else None
+
+
+def flush_rate(host: Host, workdir: str) -> float | None:
+    """fdatasync/s of the disk under ``workdir`` (``pglab-flushprobe``, 8 kB writes), None without the probe."""
+    if not host.exists(FLUSHPROBE):
+        return None
+    path = f"{workdir.rstrip('/')}/.pglab-state-probe"
+    res = host.run([FLUSHPROBE, path, str(max(0.2, PROBE_S / 2))], check=False, timeout=60)
+    host.run(["rm", "-f", path], check=False)
+    m = re.search(r"ops (\d+) seconds ([\d.]+)", res.stdout)
+    return round(int(m[1]) / float(m[2]), 1) if m and float(m[2]) > 0 else None
+
+
+def probe(host: Host, workdir: str) -> dict[str, Any]:
+    """What the verdicts rest on, now: others' CPU share, steal, load, the CPU probe, the flush rate, the boot."""
+    window = cpu_window(host)
+    try:
+        boot = host.read_text("/proc/sys/kernel/random/boot_id").strip()
+    except Exception:  # noqa: BLE001 - a host without it is still probed
+        boot = None
+    load = host.read_text("/proc/loadavg").split()
+    cores = host.run(["nproc"], check=False).stdout.strip()
+    return {"at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "host": host.name, "boot_id": boot,
+            "cores": int(cores) if cores.isdigit() else 1, "load1": float(load[0]), **window,
+            "cpu_loop_ms": cpu_loop_ms(host), "flush_ops_s": flush_rate(host, workdir)}
+
+
+def busy(state: dict[str, Any]) -> list[str]:
+    """Why the machine is not sitting still ([] when it is)."""
+    out, cores = [], state.get("cores") or 1
+    if state.get("others", 0) > OTHERS_MAX:
+        out.append(f"other processes took {state['others']:.0%} of the CPU (at most {OTHERS_MAX:.0%})")
+    if state.get("load1", 0) > cores:
+        out.append(f"the load is {state['load1']:.1f} on {cores} cores")
+    return out
+
+
+def settled(host: Host, workdir: str, wait_s: float = LOAD_WAIT_S) -> dict[str, Any]:
+    """A probe, repeated while only the load is too high (it lags a minute behind, e.g. after the previous run)."""
+    state = probe(host, workdir)
+    deadline = time.monotonic() + wait_s
+    while busy(state) and state["others"] <= OTHERS_MAX and time.monotonic() < deadline:
+        time.sleep(5)
+        state = probe(host, workdir)
+    return state
+
+
+def drift(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """What moved between a run's two probes past ``DRIFT_MAX`` (or a reboot)."""
+    out = []
+    if before.get("boot_id") and after.get("boot_id") and before["boot_id"] != after["boot_id"]:
+        out.append("the machine rebooted during the run")
+    for key, what in (("cpu_loop_ms", "the CPU probe's time"), ("flush_ops_s", "the disk's flush rate")):
+        a, b = before.get(key), after.get(key)
+        if a and b and abs(b / a - 1) > DRIFT_MAX:
+            out.append(f"{what} moved from {a:,.0f} to {b:,.0f} ({b / a - 1:+.0%}; at most ±{DRIFT_MAX:.0%})")
+    return out

@@ -1,0 +1,66 @@
+"""A run's machine, probed and gated (``pglab.hosts.machine_state``): refused busy before a run folder exists,
+probed again after the run, and the run record told what moved (``manifest["machine"]``).
+
+``--busy-ok`` (the environment's ``PGLAB_BUSY_OK=1``: the test suite runs collects side by side) starts a run on a
+busy machine all the same, and marks it: a marked run is one no verdict should rest on unless asked.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from pglab.errors import UserError
+from pglab.hosts import machine_state
+from pglab.hosts.inventory import Inventory
+from pglab.runs.store import RunStore
+
+BUSY_OK = "PGLAB_BUSY_OK"
+
+
+def busy_ok() -> bool:
+    return os.environ.get(BUSY_OK) == "1"
+
+
+def probe(inventory: Inventory, hosts: Sequence[str], wait: bool = False) -> dict[str, dict[str, Any]]:
+    """Each host's state (``machine_state.probe``; ``wait``: a load above the cores waited out first)."""
+    out = {}
+    for name in dict.fromkeys(hosts):
+        if name not in inventory.hosts:
+            continue  # the preflight names it
+        with inventory.connect(name) as host:
+            workdir = inventory.entry(name).workdir
+            waits = wait and not busy_ok()  # asked to measure anyway: no point waiting for the load to fall
+            out[name] = machine_state.settled(host, workdir) if waits else machine_state.probe(host, workdir)
+    return out
+
+
+def gate(states: dict[str, dict[str, Any]]) -> list[str]:
+    """Why the run may not start (UserError), or, with ``--busy-ok``, the reasons it is marked for."""
+    reasons = [f"host {h}: {r}" for h, s in states.items() for r in machine_state.busy(s)]
+    if reasons and not busy_ok():
+        raise UserError(f"the machine is busy ({'; '.join(reasons)}): a run measured beside another load is no "
+                        "run of this machine; stop the other load or wait, or pass --busy-ok to measure anyway (the "
+                        "run is then marked and left out of verdicts)")
+    return reasons
+
+
+def opened(store: RunStore, before: dict[str, dict[str, Any]], reasons: list[str]) -> None:
+    """The start's probe and marks, in the run record before anything is measured."""
+    store.manifest["machine"] = {"before": before, "busy_at_start": reasons, "busy_ok": bool(reasons),
+                                 "marked": list(reasons)}
+
+
+def closed(store: RunStore, inventory: Inventory, hosts: Sequence[str]) -> None:
+    """The end's probe and what drifted since the start; a drift, or points measured beside another load, mark the
+    run. Never raises: the run's own outcome is what a failure here must not hide."""
+    m = store.manifest.setdefault("machine", {"before": {}, "marked": []})
+    try:
+        after = probe(inventory, hosts)
+    except Exception as exc:  # noqa: BLE001
+        m["after_error"] = f"{type(exc).__name__}: {exc}"
+        return
+    m["after"] = after
+    m["drift"] = [f"host {h}: {d}" for h, s in after.items() for d in machine_state.drift(m["before"].get(h, {}), s)]
+    m["marked"] = list(dict.fromkeys([*m.get("marked", []), *m["drift"]]))

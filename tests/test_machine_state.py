@@ -1,0 +1,90 @@
+"""The machine as a run finds it: probed before and after, a busy machine refused (or, asked, measured and marked).
+
+The busy machine here is real: a CPU-bound process at the lowest priority (``nice -n 19``), as the one that shared
+the CPU with 16 shipped runs, started by the test and stopped by its PID.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pglab.app.where_ran import machine_html
+from pglab.hosts import machine_state
+from pglab.hosts.local import LocalHost
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def hog() -> Iterator[subprocess.Popen[bytes]]:
+    """A busy loop at nice 19 on each core, stopped by PID whatever the test does."""
+    procs = [subprocess.Popen(["nice", "-n", "19", sys.executable, "-c", "while True: pass"])
+             for _ in range(os.cpu_count() or 1)]
+    try:
+        yield procs[0]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def test_a_probe_says_what_the_verdicts_rest_on() -> None:
+    s = machine_state.probe(LocalHost(), "/tmp")
+    assert {"at", "boot_id", "cores", "load1", "others", "nice", "steal", "cpu_loop_ms", "flush_ops_s"} <= set(s)
+    assert s["cores"] >= 1 and 0 <= s["others"] <= 1 and s["cpu_loop_ms"] and s["cpu_loop_ms"] > 0
+    assert len(s["boot_id"]) == 36
+
+
+def test_others_show_in_the_probe(hog: subprocess.Popen[bytes]) -> None:
+    """The hog takes the idle CPU (or, in a busy suite, the other tests do): others over the gate either way."""
+    s = machine_state.probe(LocalHost(), "/tmp")
+    assert s["others"] > machine_state.OTHERS_MAX
+    assert machine_state.busy(s) and "other processes took" in machine_state.busy(s)[0]
+
+
+def test_busy_and_drift_rules() -> None:
+    idle = {"others": 0.02, "load1": 0.5, "cores": 2, "cpu_loop_ms": 40.0, "flush_ops_s": 10000.0, "boot_id": "a"}
+    assert machine_state.busy(idle) == []
+    assert machine_state.busy({**idle, "load1": 2.5}) == ["the load is 2.5 on 2 cores"]
+    assert machine_state.drift(idle, {**idle, "cpu_loop_ms": 45.0}) == []
+    moved = machine_state.drift(idle, {**idle, "cpu_loop_ms": 120.0, "flush_ops_s": 500.0, "boot_id": "b"})
+    assert len(moved) == 3 and "rebooted" in moved[0] and "+200%" in moved[1] and "-95%" in moved[2]
+
+
+def collect(tmp_path: Path, *extra: str, busy_ok: bool = False) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "PGLAB_BUSY_OK"}
+    if busy_ok:
+        extra = (*extra, "--busy-ok")
+    return subprocess.run([sys.executable, "-m", "pglab.app.cli", "collect", "synchronous_commit", "--profile",
+                           "smoke", "--data-root", str(tmp_path / "data"), "--publish-root", str(tmp_path / "pub"),
+                           "--quiet", *extra], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.servers
+def test_a_busy_machine_is_refused_before_a_run_folder(tmp_path: Path, hog: subprocess.Popen[bytes]) -> None:
+    res = collect(tmp_path)
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "the machine is busy" in lines[0] and "--busy-ok" in lines[0], res.stderr
+    assert "other processes took" in lines[0]
+    assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.servers
+def test_asked_a_busy_machine_is_measured_and_the_run_marked(tmp_path: Path, hog: subprocess.Popen[bytes]) -> None:
+    res = collect(tmp_path, busy_ok=True)
+    assert res.returncode == 0, res.stderr
+    manifest = json.loads((tmp_path / "pub" / "raw" / "synchronous_commit" / "manifest.json").read_text())
+    m = manifest["machine"]
+    assert m["busy_ok"] and m["marked"] and m["before"]["local"]["others"] > machine_state.OTHERS_MAX
+    assert m["after"]["local"]["cpu_loop_ms"] > 0 and "drift" in m
+    shown = machine_html(manifest)
+    assert "Marked: this run is no run of a machine sitting still" in shown and "other processes took" in shown
+    metas = [json.loads(p.read_text()) for p in (tmp_path / "pub" / "raw" / "synchronous_commit").glob("*/meta.json")]
+    assert metas and all("busy" in x and "busy_flag" in x for x in metas if x.get("status") == "ok" and "cpu" in x)
