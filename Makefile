@@ -10,7 +10,7 @@ TEST_WORKERS ?= 4
 ## report beside the shipped reference run (which `dvc pull` checks out of data/dvc-remote, offline); no tracked
 ## file changes. `pglab repro --estimate` says first what it costs.
 repro: setup
-	@dvc pull --quiet
+	@scripts/pull.sh
 	@python -m pglab.app.cli repro
 
 ## make reference (maintainers): re-measure the shipped reference itself: the DVC pipeline into data/, dvc.lock,

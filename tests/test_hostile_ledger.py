@@ -336,3 +336,25 @@ def test_import_dvc_skips_a_bad_entry_with_one_line(here: Path, capsys: pytest.C
     con = sqlite3.connect(here / "l.sqlite")
     assert [r[0] for r in con.execute("SELECT dvc_hash FROM runs")] == [dir_hash]
     con.close()
+
+
+def test_history_never_writes_over_the_pipelines_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """`pglab ledger history` writes yours/reports/history.html; reports/history.html is a DVC output (the shipped
+    runs' history): an --out naming it is refused in one line, and the file is left as it was."""
+    from pglab.app.cli import main as cli
+
+    shutil.copy(REPO / "dvc.lock", tmp_path / "dvc.lock")
+    shutil.copy(REPO / "data" / "ledger" / "reference.sqlite.gz", tmp_path / "ref.sqlite.gz")
+    (tmp_path / "reports").mkdir()
+    page = tmp_path / "reports" / "history.html"
+    page.write_text("shipped")
+    monkeypatch.chdir(tmp_path)
+    ledger = str(tmp_path / "ref.sqlite.gz")
+    assert cli(["ledger", "history", "--ledger", ledger, "--out", "reports/history.html"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "stage history writes it" in err[0] and "yours/reports/history.html" in err[0]
+    assert page.read_text() == "shipped"
+    assert cli(["ledger", "history", "--ledger", ledger]) == 0
+    assert (tmp_path / "yours" / "reports" / "history.html").stat().st_size > 1000
+    assert page.read_text() == "shipped"

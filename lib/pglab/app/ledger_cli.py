@@ -281,6 +281,22 @@ def cmd_rebuild(a: argparse.Namespace) -> int:
     return 0
 
 
+YOUR_HISTORY = "yours/reports/history.html"  # the shipped reports/history.html is the pipeline's (dvc repro history)
+
+
+def pipeline_output(path: Path) -> str | None:
+    """The DVC stage that writes ``path`` (from dvc.lock, in the current folder), or None."""
+    lock = Path("dvc.lock")
+    if not lock.is_file():
+        return None
+    import yaml
+
+    stages = (yaml.safe_load(lock.read_text()) or {}).get("stages") or {}
+    want = path.resolve()
+    return next((name for name, st in stages.items() for o in st.get("outs") or []
+                 if (Path(o.get("path", "")).resolve() == want)), None)
+
+
 def cmd_history(a: argparse.Namespace, ledger: Ledger) -> int:
     from pglab.app.history import write
 
@@ -300,6 +316,9 @@ def _before(a: argparse.Namespace) -> None:
         for run in [find_run(Path(a.data_root), r) for r in a.runs] if a.runs else \
                 [m for top in raw if (top / MANIFEST).exists() for m in campaign.members(top)]:
             rows.from_folder(run)
+    if a.ledger_func is cmd_history and (stage := pipeline_output(Path(a.out))):
+        raise UserError(f"--out {a.out}: the DVC pipeline's stage {stage} writes it (`dvc repro {stage}`, from the "
+                        f"shipped ledger); your history goes to {YOUR_HISTORY} (the default) or another file")
     if a.ledger_func is cmd_import:
         _remote(Path(a.remote))
 
@@ -358,5 +377,7 @@ def add_parser(sub: Any, data_root_help: str, reference_help: str) -> None:
                                                                "refused if it is not there")
     p.add_argument("--no-remote", action="store_true", help="no DVC remote: the pipeline's and archived runs alone")
     p.add_argument("--reference", default="data/reference", help=reference_help)
-    p = command("history", cmd_history, "reports/history.html: per claim every run's value and interval over time")
-    p.add_argument("--out", default="reports/history.html", help="the page to write (default reports/history.html)")
+    p = command("history", cmd_history, "yours/reports/history.html: per claim every run's value and interval over "
+                                        "time")
+    p.add_argument("--out", default=YOUR_HISTORY, help=f"the page to write (default {YOUR_HISTORY}; never a file "
+                                                       "the DVC pipeline writes, such as reports/history.html)")
