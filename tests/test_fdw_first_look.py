@@ -141,3 +141,20 @@ def test_a_real_run_adds_a_block_of_the_open_pairs(tmp_path: Path) -> None:
     a = analyze.analyze(run, tmp_path / "derived", tmp_path / "figures", REPO / "data" / "reference")
     row = a.comparison.set_index("claim").loc["RO through postgres_fdw is about 7.6x slower than local"]
     assert row["blocks"] == 2 and "1 blocks added, then max_blocks reached" in row["stopped"]
+
+
+def test_a_claim_at_one_client_never_takes_another_count_in_its_place() -> None:
+    """Issue 49: a run whose 1-client RO points were all left out (steal, another load) gave its 5-client values to
+    a claim about 1 client. With the plan known, the claim has no value in that run; without 1 client planned,
+    the workload's counts stand in, as the docs say."""
+    import pandas as pd
+    from pglab.studies.fdw_overhead.claims import Blocks
+
+    rows = [{"block": b, "kind": "RO", "clients": 5, "config": t, "ratio": 1.5}
+            for b in (1, 2, 3) for t in ("FDW_local", "FDW_external", "FDW_ext_ro")]
+    ratios = pd.DataFrame(rows)
+    assert Blocks.of(ratios, {"RO": [1, 5], "RW": []}).values("RO").empty  # 1 planned, none kept: no value
+    assert len(Blocks.of(ratios, {"RO": [5], "RW": []}).values("RO")) == 3  # 1 not planned: 5 stands in
+    ones = pd.DataFrame([{**r, "clients": 1, "ratio": 1.2} for r in rows])
+    both = Blocks.of(pd.concat([ratios, ones]), {"RO": [1, 5], "RW": []}).values("RO")
+    assert len(both) == 3 and all(abs(v - 1.2) < 1e-9 for v in both)

@@ -128,7 +128,7 @@ def compare(ratios: pd.DataFrame, points: pd.DataFrame, reference_dir: Path, man
     """
     ref = reference(reference_dir)
     factors = {(r.type, r.target): float(r.factor) for r in ref.itertuples() if r.target != "local"}
-    blocks = fdw_claims.Blocks.of(ratios)
+    blocks = fdw_claims.Blocks.of(ratios, {"RW": par.rw_clients, "RO": par.ro_clients})
     rt = _rt_note(round_trips)
     where = _external_where(manifest, par)
     props = machines(points, ref, hardware.instances(
@@ -142,6 +142,13 @@ def compare(ratios: pd.DataFrame, points: pd.DataFrame, reference_dir: Path, man
     why_not = {"RW": "RW through a foreign target was not run", "RO": "RO through a foreign target was not run",
                "RO/RW": rel, "RO/RW size": rel, "ext_ro": "needs FDW_ext_ro and FDW_external",
                "external": "needs FDW_local and FDW_external"}
+    for kind, planned, at in (("RW", par.rw_clients, fdw_claims.RW_CLIENTS), ("RO", par.ro_clients,
+                                                                             fdw_claims.RO_CLIENTS)):
+        measured = len(points) and ((points.kind == kind) & (points.clients == at)).any()
+        if at in planned and measured and not ((ratios.kind == kind) & (ratios.clients == at)).any():
+            left = (f"its {kind} points at {at} client were all left out (CPU steal or another load): no other "
+                    "client count stands in")
+            why_not.update({k: left for k, c in fdw_claims.claim_set(factors).items() if kind in dict(c.needs)})
     rows = []
     for key, c in fdw_claims.claim_set(factors).items():
         x = blocks.values(key)

@@ -14,7 +14,7 @@ what RW weighs, the per-query CPU for what RO weighs (``FdwClaim.depends``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -99,9 +99,14 @@ class Blocks:
     ro1: pd.DataFrame
 
     @classmethod
-    def of(cls, ratios: pd.DataFrame) -> Blocks:
-        """``ratios``: ``effects.block_ratios`` of the main variant (columns kind and clients among them)."""
-        return cls(_per_block(ratios, "RW", clients=RW_CLIENTS), _per_block(ratios, "RO", clients=RO_CLIENTS))
+    def of(cls, ratios: pd.DataFrame, planned: Mapping[str, Sequence[int]] | None = None) -> Blocks:
+        """``ratios``: ``effects.block_ratios`` of the main variant (columns kind and clients among them);
+        ``planned``: the client counts the run planned per workload (``rw_clients``, ``ro_clients``). A claim about
+        1 client falls back to another count only where 1 was not planned: where its points were measured and left
+        out (CPU steal, another load), the claim has no value, never the 5-client one in its place."""
+        planned = planned or {}
+        return cls(_per_block(ratios, "RW", RW_CLIENTS, planned.get("RW")),
+                   _per_block(ratios, "RO", RO_CLIENTS, planned.get("RO")))
 
     def aa(self) -> pd.Series:
         """One A/A per block: the geometric mean of RW's and RO's (each at 1 client) where both ran."""
@@ -135,9 +140,10 @@ class Blocks:
         raise KeyError(key)
 
 
-def _per_block(ratios: pd.DataFrame, kind: str, clients: int | None = None) -> pd.DataFrame:
+def _per_block(ratios: pd.DataFrame, kind: str, clients: int | None = None,
+               planned: Sequence[int] | None = None) -> pd.DataFrame:
     r = ratios[ratios.kind == kind]
-    if clients is not None and (r.clients == clients).any():
+    if clients is not None and ((planned is not None and clients in planned) or (r.clients == clients).any()):
         r = r[r.clients == clients]
     return effects.per_block(r)
 
@@ -151,10 +157,10 @@ def _geo_cols(df: pd.DataFrame, cols: tuple[str, ...]) -> pd.Series:
     return np.exp(np.log(df[present]).mean(axis=1, skipna=False)).dropna()
 
 
-def open_pairs(ratios: pd.DataFrame) -> set[str]:
+def open_pairs(ratios: pd.DataFrame, planned: Mapping[str, Sequence[int]] | None = None) -> set[str]:
     """The first look: the ``workload:target`` pairs (``RO:FDW_ext_ro``) that a claim still open at 95% needs.
     A claim decided, or not measurable in this run, needs nothing more."""
-    blocks = Blocks.of(ratios)
+    blocks = Blocks.of(ratios, planned)
     aa = blocks.aa()
     run = {f"{k}:{t}" for k, t in zip(ratios.kind, ratios.config, strict=True)} if len(ratios) else set()
     needed: set[str] = set()

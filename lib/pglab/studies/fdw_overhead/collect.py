@@ -150,7 +150,8 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
         observed.run(run, measure, desc=STUDY, progress=progress)
         if p.max_blocks and p.max_blocks > p.blocks:
             adaptive.extend(run, measure, first=p.blocks, max_blocks=p.max_blocks, budget_s=p.budget_s,
-                            still_open=lambda: open_pairs(interim_ratios(store.dir, p)),
+                            still_open=lambda: open_pairs(interim_ratios(store.dir, p),
+                                                          {"RW": p.rw_clients, "RO": p.ro_clients}),
                             block=lambda n, pairs: added_block(p, n, pairs), desc=STUDY, progress=progress)
     return store.dir
 
