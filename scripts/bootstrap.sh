@@ -140,3 +140,7 @@ fi
 # every PostgreSQL build of params/postgres_builds.yaml (the registry's 13 to 18, about 22 MB each), and any other
 # a profile names: `pglab check` lists them present and `make majors` runs offline; quiet when all are here
 .venv/bin/python -m pglab.app.builds_cli fetch all --named-in params --quiet
+
+# the per-transaction log's compiled loop (pglab.parsers.txlog_kernel), compiled once per checkout here rather
+# than inside the first `pglab parse` of a large log (about 15-20 s there); loading it after that takes 0.05 s
+.venv/bin/python -c "from pglab.parsers import txlog_kernel; txlog_kernel.available()" 2>/dev/null || true
