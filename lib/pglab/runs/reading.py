@@ -116,6 +116,8 @@ def checked_published(run_dir: str | Path, study: str | None = None) -> list[Pat
     """The runs published in ``run_dir`` (a campaign's, oldest first, or the one run), each checked whole
     (``checked_run``) and the campaign's record too (``campaign.members``): what an analysis reads, refused in one
     line before it writes anything."""
+    if (Path(run_dir) / MANIFEST).is_file():  # the folder's own run first: a run of another study is named as such
+        load_manifest(run_dir, study)
     runs = campaign.members(run_dir)
     for run in runs:
         checked_run(run, study)
