@@ -8,12 +8,20 @@ so the rate at a p99 target ``t`` is known: ``lambda* = mu + ln(0.01)/t``.
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 from pglab.analysis.slo import Interval, Rule, TrialData, intervals_of, judge, min_samples, quantile_upper, upper_rank
 from pglab.analysis.slo_search import FINE, OPEN, TOO_HIGH, Search, TrialRecord, classify
+from pglab.app.slo import closed_loop_peak, find_rate
+from pglab.hosts.inventory import Inventory
+from pglab.runs.record import FORMAT_VERSION
+from pglab.runs.session import session
+from pglab.runs.store import Point
+from pglab.workloads import pgbench
 
 
 def mm1(rng: np.random.Generator, rate: float, mu: float, seconds: float, warm_s: float
@@ -155,3 +163,40 @@ def test_a_rising_schedule_lag_is_bad() -> None:
 def test_skipped_transactions_count_above_every_latency() -> None:
     v = judge(_steady(20_000, skipped=300), Rule(20))
     assert not v.good and v.p99_upper_ms == math.inf and v.scheduled == 20_300
+
+
+# -- a real search on PostgreSQL ------------------------------------------------------------------------
+@pytest.mark.servers
+def test_a_short_search_on_a_local_node_keeps_its_raw_files(tmp_path: Path, inventory: Inventory) -> None:
+    """2-3 s trials of ``pgbench -S`` at scale 1: a rate is found under the closed-loop peak, and every trial's
+    point folder holds the command, its output, the trial's parameters, every log and the verdict."""
+    folders: list[Path] = []
+
+    def new_point(n: int, rate: float) -> Point:
+        d = tmp_path / "run" / f"trial{n:02d}"
+        d.mkdir(parents=True)
+        folders.append(d)
+        return Point(d, {"format_version": FORMAT_VERSION, "point": d.name, "status": "running"})
+
+    setup = tmp_path / "run" / "setup"
+    setup.mkdir(parents=True)
+    with session(inventory) as s:
+        node = s.deploy.node("primary", "local", {})
+        node.start()
+        node.query("create database bench")
+        pgbench.initialise(node, Point(setup, {"point": "setup"}), "bench", 1)
+        peak = closed_loop_peak(node, Point(setup, {"point": "setup"}), "bench", clients=4, seconds=3)
+        result = find_rate(node, new_point, peak=peak, target_ms=20.0, dbname="bench", clients=4, short_s=2,
+                           full_s=3, warmup_s=1, drain_s=0.5, max_trials=7, short_width=0.3, width=0.15)
+    print(f"closed-loop peak {peak:.0f} tps; found {result.rate} /s, bracket {result.bracket}, "
+          f"{result.trials_used} trials, confirmed {result.confirmed}: "
+          + ", ".join(f"{t.rate:g}{'+' if t.good else '-'}" for t in result.trials))
+    assert result.rate is not None and 0 < result.rate < peak
+    assert len(folders) == result.trials_used
+    for d in folders:
+        assert {"command.txt", "stdout.txt", "stderr.txt", "exit_code", "trial.json", "verdict.json"} <= \
+            {p.name for p in d.iterdir()}
+        command = (d / "command.txt").read_text()
+        assert " -R " in command and "--latency-limit 40" in command and " -l " in command
+        assert list((d / "txlog").glob("pgbench_log*"))
+        assert json.loads((d / "verdict.json").read_text())["scheduled"] > 0
