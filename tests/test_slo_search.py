@@ -17,7 +17,9 @@ import pytest
 from pglab.analysis.slo import Interval, Rule, TrialData, intervals_of, judge, min_samples, quantile_upper, upper_rank
 from pglab.analysis.slo_search import FINE, OPEN, TOO_HIGH, Search, TrialRecord, classify
 from pglab.app.slo import closed_loop_peak, find_rate
+from pglab.errors import ParseError
 from pglab.hosts.inventory import Inventory
+from pglab.parsers.txlog_schedule import read_schedule
 from pglab.runs.record import FORMAT_VERSION
 from pglab.runs.session import session
 from pglab.runs.store import Point
@@ -200,3 +202,17 @@ def test_a_short_search_on_a_local_node_keeps_its_raw_files(tmp_path: Path, inve
         assert " -R " in command and "--latency-limit 40" in command and " -l " in command
         assert list((d / "txlog").glob("pgbench_log*"))
         assert json.loads((d / "verdict.json").read_text())["scheduled"] > 0
+
+
+def test_a_rate_limited_log_is_read_with_its_lag_and_a_log_without_lag_is_refused(tmp_path: Path) -> None:
+    """With -R the 7th column is the schedule lag; the scheduled start is the end less the latency (a skipped
+    row: the moment it was skipped less its lag)."""
+    log = tmp_path / "pgbench_log.1"
+    log.write_text("0 1 1500 0 1700000000 500000 200\n0 2 skipped 0 1700000001 0 50000\n1 1 2500 0 1700000001 2500 0\n")
+    s = read_schedule([log])
+    assert list(s.latency_ms) == [1.5, 2.5] and list(s.lag_ms) == [0.2, 0.0] and s.failed == 0
+    assert s.start_s[0] == pytest.approx(1700000000.4985) and s.skipped_start_s[0] == pytest.approx(1700000000.95)
+    plain = tmp_path / "pgbench_log.2"
+    plain.write_text("0 1 1500 0 1700000000 500000\n")
+    with pytest.raises(ParseError, match="schedule_lag"):
+        read_schedule([plain])
