@@ -20,7 +20,7 @@ SCRIPTS = sorted(p.name for p in (REPO / "bench").glob("*.py") if p.name not in 
 def test_every_bench_script_is_here() -> None:
     assert {"parse_speed.py", "parse_command.py", "analyze_speed.py", "harness_overhead.py",
             "lag_sampler_overhead.py", "wait_sampler_cost.py", "tsbs_loader.py", "ledger_add.py",
-            "raw_size.py"} <= set(SCRIPTS)
+            "raw_size.py", "slo_search.py"} <= set(SCRIPTS)
 
 
 @pytest.mark.servers
