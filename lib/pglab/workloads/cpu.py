@@ -71,7 +71,7 @@ def during(hosts: Iterable[Host], point: Any) -> Iterator[None]:
         point.meta["steal"] = steal
         point.meta["steal_flag"] = steal > STEAL_FLAG
         # others at low priority: nothing of a run is niced, so CPU time spent niced is another's (a build, a
-        # sweep run "in the background"); the busy machine of issue 49 showed as 28-54% nice
+        # sweep run "in the background"); a busy machine seen here showed as 28-54% nice
         niced = max((s.get("nice", 0.0) for s in shares_by_host.values()), default=0.0)
         point.meta["busy"] = niced
         point.meta["busy_flag"] = niced > BUSY_FLAG
