@@ -179,16 +179,25 @@ class AdaptiveParams(StudyParams):
         return self
 
 
+#: the tags pydantic puts after a union member's location ("flush_latency_ms.0.str")
+UNION_MEMBERS = {"str", "int", "float", "bool", "list", "dict", "none", "literal"}
+
+
 def validate(model: type[M], data: dict[str, Any], source: str) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        problems = []
+        problems: dict[str, tuple[list[str], str]] = {}  # key -> (messages, what was given)
         for e in exc.errors():
-            key = ".".join(str(p) for p in e["loc"]) or "(top)"
+            loc = [str(p) for p in e["loc"]]
+            if loc and loc[-1] in UNION_MEMBERS:  # one value that is none of a union's types: one problem
+                loc = loc[:-1]
+            key = ".".join(loc)
             got = f" (got {short(e['input'])})" if e["type"] != "missing" and not isinstance(e["input"], dict) else ""
-            problems.append(f"{key}: {short(e['msg'], 500)}{got}")
-        raise ParameterError(source, problems) from None
+            problems.setdefault(key, ([], got))[0].append(short(e["msg"], 500))
+        raise ParameterError(source, [f"{k}: {' or '.join(dict.fromkeys(m))}{got}" if k else
+                                      f"{' or '.join(dict.fromkeys(m))}{got}"
+                                      for k, (m, got) in problems.items()]) from None
 
 
 def load_study_file(path: str | Path) -> dict[str, Any]:
