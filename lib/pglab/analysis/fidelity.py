@@ -121,19 +121,11 @@ def gate(t: pd.DataFrame, points: list[str], tolerance: float = TOLERANCE) -> tu
 KNOBS = {"cpu": "CPU", "flush": "disk flush"}
 
 
-def said(calibration: dict[str, Any] | None) -> str:
-    """One line on the calibration for a verdict's note: what it matched, at what share, and the slow motion."""
-    if not calibration:
-        return ""
+def matched(calibration: dict[str, Any]) -> str:
+    """What a calibration that succeeded matched: each point, the article's number, what was measured, the share."""
     k, share = k_of(calibration), calibration.get("share")
-    points = [p for p in calibration.get("points") or [] if isinstance(p, dict)]
-    if not calibration.get("ok", False):
-        why = str(calibration.get("said") or "") or "; ".join(
-            f"{p.get('point')}: {rate(float(p['measured']))} measured against {rate(float(p['target']))}"
-            for p in points if p.get("measured") is not None and p.get("target") is not None) or "no point matched"
-        return f"calibration failed: {why}"
     parts = []
-    for p in points:
+    for p in (p for p in calibration.get("points") or [] if isinstance(p, dict)):
         knob = str(p.get("knob", "cpu"))
         unit = str(p.get("unit", "tps"))
         article = f"{rate(float(p['article']))} {unit}" if p.get("article") is not None else "its number"
@@ -142,7 +134,21 @@ def said(calibration: dict[str, Any] | None) -> str:
         measured = f": {rate(float(p['measured']))} measured" if p.get("measured") is not None else ""
         at = f" at a {float(share):.0%} CPU share" if knob == "cpu" and share is not None else ""
         parts.append(f"{KNOBS.get(knob, knob)} calibrated to the article's {p.get('point')} ({article}){measured}{at}")
-    line = "; ".join(parts) or str(calibration.get("said") or "calibrated")
+    return "; ".join(parts) or str(calibration.get("said") or "calibrated")
+
+
+def said(calibration: dict[str, Any] | None) -> str:
+    """One line on the calibration for a verdict's note: what it matched, at what share, and the slow motion."""
+    if not calibration:
+        return ""
+    k = k_of(calibration)
+    points = [p for p in calibration.get("points") or [] if isinstance(p, dict)]
+    if not calibration.get("ok", False):
+        why = str(calibration.get("said") or "") or "; ".join(
+            f"{p.get('point')}: {rate(float(p['measured']))} measured against {rate(float(p['target']))}"
+            for p in points if p.get("measured") is not None and p.get("target") is not None) or "no point matched"
+        return f"calibration failed: {why}"
+    line = matched(calibration)
     if k != 1:
         line += (f"; in slow motion, k = {k:.3g}: every emulated time x{k:.3g}, the article's rates compared "
                  f"divided by {k:.3g}")
