@@ -47,6 +47,11 @@ class Emulation:
     nodes: tuple[str, ...] | None = None
     one_disk: bool = False
     core_per_node: bool = False
+    cpu_share: float | str | None = None  # a share of each node's CPU (0.1-1), or "calibrate": searched per run
+
+    @property
+    def calibrated(self) -> bool:
+        return self.cpu_share == "calibrate"
 
     def flushes(self, node_name: str) -> bool:
         """Whether ``node_name`` is one of ``nodes``: by its name, its name without a set-up's generation suffix
@@ -67,4 +72,10 @@ class Emulation:
                          + (" (one disk per host)" if self.one_disk else ""))
         if self.core_per_node:
             parts.append("1 core per node (its clients share it), on one machine")
+        if self.calibrated:
+            parts.append("CPU " + ("per node" if self.core_per_node else "per host")
+                         + " slowed (a cgroup quota) to match the article's own figure, calibrated before the run")
+        elif self.cpu_share is not None:
+            parts.append(f"CPU {'per node' if self.core_per_node else 'per host'} at {float(self.cpu_share):.0%} "
+                         "(a cgroup quota)")
         return "; ".join(parts)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from pglab.analysis import placement
+from pglab.analysis import fidelity, placement
 from pglab.analysis.claims import Machine
 
 #: a 7,200 rpm disk's write cache off: one flush per rotation at most (60 s / 7,200 = 8.3 ms)
@@ -160,3 +160,43 @@ def services(have: str, missing: bool) -> Machine:
     return Machine("the services compared", have or "no target", "Aurora, RDS and Cloud SQL (AWS and Google Cloud)",
                    "targets of those providers in the params file (docs/cloud_providers.md: pointing it at a "
                    "managed service)", differs=missing)
+
+
+def cpu_speed(calibration: dict[str, Any] | None, article: str) -> Machine:
+    """The CPU time a statement takes: what a throughput claim rests on beside the disk. Calibrated on one of the
+    article's own numbers (``pglab.workloads.calibrate``), it is like the article's where the calibration matched;
+    uncalibrated it is this machine's, which moved 3x between boots of this VM: said, not judged."""
+    if calibration:
+        return Machine("CPU per statement", fidelity.said(calibration), article,
+                       "a calibration that matches the article's figure (`emulate: cpu_share: calibrate`)",
+                       differs=not calibration.get("ok"), emulated=fidelity.said(calibration))
+    return Machine("CPU per statement", "this machine's CPU as it is (not calibrated to the article's)", article,
+                   "`emulate: cpu_share: calibrate` (docs/emulation.md)", differs=False)
+
+
+def round_trip(here: str, article: str) -> Machine:
+    """The round trip between primary and standby: a synchronous commit pays it once. On one machine it is the
+    loopback's; beside a hard disk's flush (8.33 ms) a LAN's fraction of a millisecond is a few percent."""
+    return Machine("network round trip", here, article, "the standby on another machine (`standby_host`)")
+
+
+def emulation_fidelity(ok: bool, why: str) -> Machine:
+    """Whether the emulation reproduced the article's own numbers at a claim's points (``fidelity.gate``)."""
+    return Machine("the emulation's fidelity at the claim's points", why, "the article's table",
+                   f"an emulation whose predictions at these points come within {fidelity.TOLERANCE:.0%} of the "
+                   "article's (the fidelity table; docs/emulation.md)", differs=not ok)
+
+
+def unemulated(manifest: dict[str, Any], nodes: list[str]) -> list[str]:
+    """Those of ``nodes`` that kept this machine's disk in a run that emulated a slow one for others: a claim that
+    waits on their flush too rests on a disk unlike the article's (the emulation chose the difference)."""
+    disks = (manifest.get("emulation") or {}).get("disks") or {}
+    slowed = {n for d in disks.values() for n in d.get("nodes") or []}
+    return [n for n in nodes if n not in slowed] if slowed else []
+
+
+def own_disk(kept: list[str]) -> Machine:
+    """The disk flush of nodes a commit waits for that kept this machine's disk (``unemulated``)."""
+    return Machine("disk flush rate of every node a commit waits for", f"{', '.join(kept)} kept this machine's own "
+                   "disk while the others' flush was slowed", "every node on a hard disk (the article's table implies "
+                   "a slow standby too)", "`emulate: flush_nodes` naming every node (docs/emulation.md)", differs=True)

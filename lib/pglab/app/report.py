@@ -28,7 +28,7 @@ import pandas as pd
 from pglab.analysis import over_runs, placement, tally
 from pglab.analysis.stats import interval_words
 from pglab.analysis.text import count
-from pglab.app import beside, majors_table, report_notebook, takeaway
+from pglab.app import beside, fidelity_html, majors_table, report_notebook, takeaway
 from pglab.app.beside import num as _num
 from pglab.app.report_notebook import Notebook
 from pglab.app.where_ran import allowed_html, emulation_html, machine_html
@@ -70,6 +70,7 @@ h1{font-size:1.6em;margin:28px 0 4px}h2{margin-top:36px;border-bottom:1px solid 
 table{border-collapse:collapse;margin:8px 0;font-size:.92em}th,td{border:1px solid #ccc;padding:4px 8px;
 vertical-align:top;text-align:left}th{background:#f3f3f3}td.num{text-align:right;white-space:nowrap}
 .held{background:#dff3df}.not{background:#f8dcdc}.open{background:#fff5d6}.na{background:#eeeeee}
+.warn{background:#fff5d6}
 .hw{background:repeating-linear-gradient(135deg,#fbe9cf 0 8px,#f6dfbd 8px 16px)}
 .takeaway{background:#f6f8fa;border-left:4px solid #8aa;padding:8px 12px;margin:0 0 12px}
 code{font-size:.92em;background:#f2f2f2;padding:0 2px;border-radius:3px}
@@ -232,7 +233,7 @@ def _fsync(derived: Path) -> float | None:
 
 def study_html(study: str, nb: Notebook, comparison: pd.DataFrame, manifest: dict[str, Any],
                fsync_ops_s: float | None, beside_html: str = "", summary: pd.DataFrame | None = None,
-               majors: pd.DataFrame | None = None) -> str:
+               majors: pd.DataFrame | None = None, fidelity: pd.DataFrame | None = None) -> str:
     """The report of one study (pure: the same inputs give the same bytes); ``beside_html``: your run's claims
     beside the shipped reference's (``pglab.app.beside``), after the verdicts; ``summary``: its summary.csv, what
     the takeaway says was measured when no claim got a number; ``majors``: its claims x PostgreSQL majors table."""
@@ -251,6 +252,8 @@ def study_html(study: str, nb: Notebook, comparison: pd.DataFrame, manifest: dic
            "(no verdict while baseline / baseline excludes 1); the study's docs page states every rule and margin. "
            f"{runs_sentence(comparison, manifest)}</p>", LEGEND, beside_html,
            "" if majors is None or majors.empty else majors_table.section_html(study, majors),
+           "" if fidelity is None else fidelity_html.section_html(
+               fidelity, (manifest.get("emulation") or {}).get("calibration")),
            "<h2 id=\"where\">Where it ran</h2>",
            f"<p>{html.escape(placement.summary(manifest))}</p>", emulation_html(manifest),
            allowed_html(study, manifest), machine_html(manifest),
@@ -301,8 +304,9 @@ def write_study(study: str, root: Path, reference: Path | None = None) -> Path:
                                                              beside.Side(comparison, manifest))
     summary = pd.read_csv(derived / "summary.csv") if (derived / "summary.csv").exists() else None
     majors = majors_table.read(root / "data" / "majors" / f"{study}.csv")  # shipped, or `pglab majors`'s in yours/
+    fid = pd.read_csv(derived / "fidelity.csv") if (derived / "fidelity.csv").exists() else None
     page = study_html(study, report_notebook.read(executed), comparison, manifest, _fsync(derived), side, summary,
-                      majors)
+                      majors, fid)
     out = root / "reports" / f"{study}.html"
     out.write_text(page, encoding="utf-8")
     return out

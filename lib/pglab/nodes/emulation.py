@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from pglab.emulated import Emulation, label, latency_ms
 from pglab.errors import UserError
+from pglab.nodes import cpu_quota
 
 if TYPE_CHECKING:  # the analyses read presets and labels without the host layer
     from pglab.hosts.base import Host
@@ -56,6 +57,8 @@ def problems(emulation: Emulation | None, hosts: Iterable[Host]) -> list[str]:
                            "(scripts/bootstrap.sh, as root, with gcc); it is missing there")
         if emulation.core_per_node and not h.which("taskset"):
             out.append(f"host {h.name}: core_per_node needs taskset (Debian's util-linux); it is missing there")
+        if emulation.cpu_share is not None:
+            out += cpu_quota.problems(h)
     return out
 
 
@@ -68,13 +71,17 @@ class Disk:
     owner: str
     level: str | float = 0.0
     measured: dict[str, Any] = field(default_factory=dict)  # level label -> probe()
+    scale: float = 1.0  # slow motion (``pglab.workloads.calibrate``): every latency times this
+
+    def ms(self, level: str | float) -> float:
+        return latency_ms(level) * self.scale
 
     def env(self) -> dict[str, str]:
         return {"LD_PRELOAD": LIBRARY, "PGLAB_FLUSH_CTL": self.ctl}
 
     def set(self, level: str | float) -> None:
         """Every flush from now on waits ``level``: rewritten in place (the library keeps its descriptor)."""
-        us = round(latency_ms(level) * 1000)
+        us = round(self.ms(level) * 1000)
         self.host.run(["sh", "-c", f"printf %s {us} > {shlex.quote(self.ctl)}"], as_user=self.owner)
         self.level = level
 
@@ -85,7 +92,7 @@ class Disk:
         for level in levels:
             self.set(level)
             got = probe(self.host, self, f"{scratch}.probe", self.owner)
-            self.measured[label(level)] = fidelity(level, got, own)
+            self.measured[label(level)] = fidelity(level, got, own, self.ms(level))
         self.set(before)
         return self.measured
 
@@ -102,9 +109,11 @@ def probe(host: Host, disk: Disk | None, path: str, owner: str, seconds: float =
     return {"ops_s": round(ops / secs, 1), "cpu_us_per_flush": round(cpu / max(ops, 1) * 1e6, 1)}
 
 
-def fidelity(level: str | float, got: dict[str, float], own: dict[str, float]) -> dict[str, Any]:
-    """A level's record: asked, measured, whether within ``FIDELITY`` of the rate it names, and its CPU cost."""
-    ms = latency_ms(level)
+def fidelity(level: str | float, got: dict[str, float], own: dict[str, float], ms: float | None = None
+             ) -> dict[str, Any]:
+    """A level's record: asked (``ms``: the latency set, in slow motion the level's times k), measured, whether
+    within ``FIDELITY`` of the rate it names, and its CPU cost."""
+    ms = latency_ms(level) if ms is None else ms
     named = 1000.0 / ms if ms else own["ops_s"]  # a disk of that latency flushes at most this often
     return {"latency_ms": round(ms, 3), "named_ops_s": round(named, 1), "measured_ops_s": got["ops_s"],
             "faithful": abs(got["ops_s"] - named) <= FIDELITY * named if ms else None, "own_ops_s": own["ops_s"],
@@ -124,11 +133,6 @@ def said(measured: dict[str, Any]) -> str:
 
 
 # -- a core per node --------------------------------------------------------------------------------
-
-
-def pinned(argv: list[str], cpus: str | None) -> list[str]:
-    """``argv`` run on ``cpus`` only (and whatever it starts)."""
-    return ["taskset", "-c", cpus, *argv] if cpus else argv
 
 
 def cpus_allowed(host: Host, pid: int) -> str | None:

@@ -14,7 +14,7 @@ from psycopg.conninfo import make_conninfo
 
 from pglab.errors import ProcessError, QueryTimeout, UserError
 from pglab.hosts.base import Host
-from pglab.nodes import conf, diagnose, emulation, readback
+from pglab.nodes import conf, cpu_quota, diagnose, emulation, readback
 from pglab.nodes.connection import (
     DIAGNOSE_S,
     QUERY_TIMEOUT_S,
@@ -77,6 +77,7 @@ class Node(Target):
     hba_addresses: tuple[str, ...] = ("127.0.0.1",)  # data addresses of the run's hosts
     flush: emulation.Disk | None = None  # the emulated disk its flushes wait on (pglab.nodes.emulation)
     cpus: str | None = None  # the CPUs it and its own host's clients are pinned to (a core per node)
+    cpu_group: cpu_quota.CpuGroup | None = None  # its CPU share (a cgroup quota), its own host's clients share it
     cpus_allowed: str | None = None  # what the postmaster really got, read back from /proc after start
     # Another build than the host's (pglab.hosts.builds): its server programs come from ``bindir``, the clients
     # (pgbench, psql, pg_basebackup...) from the host's own bindir here, since such builds ship none.
@@ -162,10 +163,10 @@ class Node(Target):
         if self.on_start:
             self.on_start(self)  # recorded before starting, so a crash mid-start is still cleaned up
         try:
-            # the server's own libpq connections (walreceiver, subscriptions) use this host's passfile
-            # an emulated disk's library and a core of its own are inherited by every process of the server
-            self._as_server(emulation.pinned([self.bin("pg_ctl"), "-D", self.data_dir, "-l", self.log_file, "-w",
-                                              "-t", str(int(timeout)), "start"], self.cpus), timeout=timeout + 10,
+            # the server's own libpq connections (walreceiver, subscriptions) use this host's passfile; an emulated
+            # disk's library, a core and a CPU share of its own are inherited by every process of the server
+            argv = [self.bin("pg_ctl"), "-D", self.data_dir, "-l", self.log_file, "-w", "-t", f"{timeout:.0f}", "start"]
+            self._as_server(cpu_quota.confined(argv, self.cpus, self.cpu_group), timeout=timeout + 10,
                             env={**self.ws.libpq_env(), **(self.flush.env() if self.flush else {})})
             self.up = True
             readback.check(self)  # the settings pglab owns, as the server took them

@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -29,7 +28,9 @@ from pglab.errors import ProcessError, UserError
 from pglab.hosts import build_copy, builds
 from pglab.hosts.base import Host
 from pglab.hosts.inventory import Inventory
+from pglab.nodes import cpu_quota
 from pglab.nodes import emulation as emu
+from pglab.nodes.emulating import Emulating
 from pglab.nodes.node import Node
 from pglab.nodes.target import Target
 from pglab.nodes.workspace import Workspace
@@ -45,7 +46,7 @@ class Recorder(Protocol):
     def node_starting(self, node: Node) -> None: ...
 
 
-class Deployment:
+class Deployment(Emulating):
     """The hosts, workspaces and nodes of one run."""
 
     def __init__(self, inventory: Inventory, *, tls: bool = False, recorder: Recorder | None = None,
@@ -55,6 +56,8 @@ class Deployment:
         self.emulation = emulation
         self.disks: dict[str, emu.Disk] = {}  # emulated disks by key (a node's name, or its host's with one_disk)
         self.cores_given: dict[str, list[str]] = {}  # host -> the nodes pinned there, in core order
+        self.cpu_groups: dict[str, cpu_quota.CpuGroup] = {}  # CPU shares by key (a node's name, or its host's)
+        self.calibration: dict[str, Any] = {}  # what pglab.workloads.calibrate searched, for the run record
         self.recorder = recorder
         self.tls = tls
         self.hosts: dict[str, Host] = {}
@@ -173,73 +176,6 @@ class Deployment:
         host_name = host_name or primary.host.name
         ws = self.workspace(host_name)
         return self._emulate(primary.backup(name, self._port(host_name), ws, fixed=self._server_tls(host_name)))
-
-    # -- the article's machine, imitated (pglab.nodes.emulation) -------------------------------------
-    def _emulate(self, node: Node) -> Node:
-        """Give ``node`` its emulated disk and its core, as the run's ``emulation`` says (before it starts)."""
-        e = self.emulation
-        if e is None:
-            return node
-        with self._lock:
-            if e.flushes(node.name):
-                key = node.host.name if e.one_disk else node.name
-                if key not in self.disks:
-                    disk = emu.Disk(node.host, f"{node.ws.base}/flush-{key}.ctl", node.user)
-                    disk.set(e.flush[0])
-                    disk.measure(e.flush, f"{node.ws.base}/flush-{key}")
-                    self.disks[key] = disk
-                node.flush = self.disks[key]
-            if e.core_per_node:
-                self._core_left(node)
-                given = self.cores_given.setdefault(node.host.name, [])
-                node.cpus = str(len(given))
-                given.append(node.name)
-        return node
-
-    def _core_left(self, node: Node) -> None:
-        """With a core per node, refuse a node its host has no core left for."""
-        if not (self.emulation and self.emulation.core_per_node):
-            return
-        given = self.cores_given.get(node.host.name, [])
-        cores = emu.host_cores(node.host)
-        if len(given) >= cores:
-            raise UserError(f"core_per_node: host {node.host.name} has {cores} cores, all given to nodes "
-                            f"({', '.join(given)}); {node.name} would share one. Give it another host, or set "
-                            "core_per_node: false")
-
-    def set_flush(self, level: str | float) -> None:
-        """Every emulated disk's flushes wait ``level`` from now on (no restart: the library reads it per flush)."""
-        for disk in self.disks.values():
-            if disk.level != level:
-                disk.set(level)
-
-    @contextmanager
-    def flushing(self, level: str | float) -> Iterator[None]:
-        """Every emulated disk at ``level`` inside, then back at what each waited before.
-
-        Why: a study's set-up (``pgbench -i``, row checks, counting round trips) measures nothing, and under a
-        4 ms flush its commits alone cost a run of fdw_overhead 10 s; ``flushing(0)`` runs it at the disk's own
-        speed."""
-        before = {k: d.level for k, d in self.disks.items()}
-        self.set_flush(level)
-        try:
-            yield
-        finally:
-            for k, d in self.disks.items():
-                if d.level != before[k]:
-                    d.set(before[k])
-
-    def emulated(self) -> dict[str, Any]:
-        """For the manifest: what was imitated, and each disk's levels as measured (``emulation.fidelity``)."""
-        e = self.emulation
-        if e is None:
-            return {}
-        return {"said": e.words(), "flush_levels": [emu.label(x) for x in e.flush], "one_disk": e.one_disk,
-                "core_per_node": e.core_per_node,
-                "disks": {k: {"host": d.host.name, "nodes": [n.name for n in self.nodes if n.flush is d],
-                              "levels": d.measured, "measured": emu.said(d.measured)} for k, d in self.disks.items()},
-                "cores": {n.name: {"host": n.host.name, "cpus": n.cpus, "cpus_allowed": n.cpus_allowed}
-                          for n in self.nodes if n.cpus}}
 
     def client(self, host_name: str) -> Client:
         """A host that runs workloads (pgbench, sysbench) against the run's nodes."""

@@ -78,6 +78,18 @@ class EmulateParams(Checked):
     # node; each a name of the study's nodes (``StudyParams.node_names``)
     one_disk: bool = False  # the emulated nodes of a host share one disk (flush one at a time between them)
     core_per_node: bool = False  # each node, with the clients run against it from its host, on a core of its own
+    # a share of each node's CPU time (core_per_node) or of its host's (a cgroup quota, 0.1-1), or "calibrate": the
+    # share that matches the study's calibration point of the article, searched before the measured blocks
+    cpu_share: float | str | None = None
+
+    @field_validator("cpu_share", mode="before")
+    @classmethod
+    def _share(cls, v: Any) -> float | str | None:
+        if v is None or v == "calibrate":
+            return v
+        if isinstance(v, bool) or not isinstance(v, int | float) or not 0.1 <= v <= 1.0:
+            raise ValueError("give 'calibrate' or a share of a core from 0.1 to 1 (a cgroup quota)")
+        return float(v)
 
     @field_validator("flush_latency_ms")
     @classmethod
@@ -88,7 +100,7 @@ class EmulateParams(Checked):
 
     def spec(self) -> emulation.Emulation:
         return emulation.Emulation(tuple(self.flush_latency_ms), tuple(self.flush_nodes) if self.flush_nodes
-                                   is not None else None, self.one_disk, self.core_per_node)
+                                   is not None else None, self.one_disk, self.core_per_node, self.cpu_share)
 
 
 class StudyParams(Checked):

@@ -12,7 +12,7 @@ from typing import Any
 
 from pglab.errors import ProcessError
 from pglab.hosts.base import Background, Result
-from pglab.nodes import emulation
+from pglab.nodes import cpu_quota
 from pglab.nodes.node import Node
 from pglab.nodes.target import Target
 from pglab.nodes.topology import Client
@@ -89,12 +89,13 @@ def start(node: Node, point: Point, argv: list[str], *, prefix: str,
 
 
 def pinned(node: Target, client: Client | None, argv: list[str]) -> list[str]:
-    """A workload run from its node's own host shares the node's core (a core per node, ``emulate``); from
-    another host it is not pinned."""
+    """A workload run from its node's own host shares the node's core and CPU share (``emulate``); from another
+    host it is not pinned."""
     cpus = getattr(node, "cpus", None)  # a Node pinned to a core; other targets never are
-    if cpus and client is not None and client.host.name != node.host.name:  # type: ignore[attr-defined]
-        cpus = None
-    return emulation.pinned(argv, cpus)
+    group = getattr(node, "cpu_group", None)  # and its CPU share, a cgroup quota
+    if client is not None and client.host.name != node.host.name:  # type: ignore[attr-defined]
+        cpus = group = None
+    return cpu_quota.confined(argv, cpus, group)
 
 
 def collect(proc: Background, point: Point, prefix: str, timeout: float) -> Result:

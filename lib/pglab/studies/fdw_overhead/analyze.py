@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from pglab.analysis import claims, effects, hardware, placement, result, tables
+from pglab.analysis import claims, effects, fidelity, hardware, placement, result, tables
 from pglab.analysis.effects import AA
 from pglab.analysis.waits import fig_waits, wait_note, wait_shares
 from pglab.analysis.window import pgbench_window
@@ -25,6 +25,7 @@ from pglab.parsers.pgbench import parse_summary
 from pglab.runs import record
 from pglab.runs.reading import read_optional
 from pglab.studies.fdw_overhead import claims as fdw_claims
+from pglab.studies.fdw_overhead import fidelity as fdw_fidelity
 from pglab.studies.fdw_overhead.figures import fig_factor, fig_latency, fig_round_trips, fig_tps
 from pglab.studies.fdw_overhead.params import TARGETS, Params
 
@@ -41,6 +42,7 @@ class Analysis(result.Analysis):
     round_trips: pd.DataFrame  # statements the source ran per transaction, by target, workload and kind
     remote_sql: pd.DataFrame  # what postgres_fdw sends for each pgbench statement, by target
     checks: dict[str, Any]
+    fidelity: pd.DataFrame  # under a calibrated emulation: the article's every tps beside the run's (fdw_fidelity)
 
     def ratio_lines(self) -> pd.DataFrame:
         s = self.summary
@@ -50,7 +52,7 @@ class Analysis(result.Analysis):
     def tables(self) -> dict[str, pd.DataFrame]:
         # why/: one DVC output, what postgres_fdw sends and how often
         return {**super().tables(), "latency.csv": self.latency, "why/round_trips.csv": self.round_trips,
-                "why/remote_sql.csv": self.remote_sql}
+                "why/remote_sql.csv": self.remote_sql, "fidelity.csv": self.fidelity}
 
 
 def reference(reference_dir: Path) -> pd.DataFrame:
@@ -103,7 +105,7 @@ def local_cost(points: pd.DataFrame, kind: str, clients: int) -> tuple[float | N
 
 
 def machines(points: pd.DataFrame, ref: pd.DataFrame, instances: claims.Machine,
-             emulated: str = "") -> dict[str, claims.Machine]:
+             emulated: str = "", k: float = 1.0) -> dict[str, claims.Machine]:
     """What each claim depends on, here and in the article: the commit cost (a local RW transaction's time,
     mostly its flush: the same extra round trips weigh less beside a slow commit; ``emulated``: the flush
     emulation it ran under) and the per-query CPU (a local RO transaction's time), each from its local tps at 1
@@ -111,14 +113,17 @@ def machines(points: pd.DataFrame, ref: pd.DataFrame, instances: claims.Machine,
     art = ref[ref.target == "local"].set_index("type").tps_mean
     rw, rw_how = local_cost(points, "RW", fdw_claims.RW_CLIENTS)
     ro, ro_how = local_cost(points, "RO", fdw_claims.RO_CLIENTS)
-    return {fdw_claims.COMMIT: hardware.commit_cost(rw * 1e3 if rw else None, 1e3 / float(art["RW"]), rw_how,
+    if k != 1:  # slow motion: the article's times x k (pglab.workloads.calibrate)
+        rw_how, ro_how = (f"{h}; against the article's x {k:.3g}, the run's slow motion" for h in (rw_how, ro_how))
+    return {fdw_claims.COMMIT: hardware.commit_cost(rw * 1e3 if rw else None, 1e3 * k / float(art["RW"]), rw_how,
                                                     emulated),
-            fdw_claims.CPU: hardware.query_cpu(ro * 1e6 if ro else None, 1e6 / float(art["RO"]), ro_how),
+            fdw_claims.CPU: hardware.query_cpu(ro * 1e6 if ro else None, 1e6 * k / float(art["RO"]), ro_how),
             "instances": instances}
 
 
 def compare(ratios: pd.DataFrame, points: pd.DataFrame, reference_dir: Path, manifest: dict[str, Any], par: Params,
-            waits: pd.DataFrame, round_trips: pd.DataFrame, steal: str = "") -> pd.DataFrame:
+            waits: pd.DataFrame, round_trips: pd.DataFrame, steal: str = "", fid: pd.DataFrame | None = None
+            ) -> pd.DataFrame:
     """Published vs reproduced, one row per claim (``fdw_claims``), each with its rule, interval and verdict.
 
     "About 1.7x slower" is a claim of a size (``claims.about``), centred on the article's table; "the RO factor
@@ -127,13 +132,17 @@ def compare(ratios: pd.DataFrame, points: pd.DataFrame, reference_dir: Path, man
     where they are unlike the article's, it is not judged (``claims.comparison_row``).
     """
     ref = reference(reference_dir)
+    calibration = (manifest.get("emulation") or {}).get("calibration")
+    fid = pd.DataFrame() if fid is None else fid
     factors = {(r.type, r.target): float(r.factor) for r in ref.itertuples() if r.target != "local"}
     blocks = fdw_claims.Blocks.of(ratios, {"RW": par.rw_clients, "RO": par.ro_clients})
     rt = _rt_note(round_trips)
     where = _external_where(manifest, par)
     props = machines(points, ref, hardware.instances(
         where, placement.separate(manifest, [par.source_host], [par.external_host_name])),
-        hardware.emulated_flush(manifest))
+        hardware.emulated_flush(manifest), fidelity.k_of(calibration))
+    cpu = hardware.cpu_speed(calibration, "fixed by the article's own local transactions at 1 client (87 us RO, "
+                             "4.6 ms RW)")
     kw: dict[str, Any] = {"aa": blocks.aa(), "adaptive": claims.first_look(manifest)}
     extra = {"RW": [rt.get("RW", ""), wait_note(_kind(waits, "RW"), "FDW_local", "local"), steal],
              "RO": [rt.get("RO", ""), wait_note(_kind(waits, "RO"), "FDW_local", "local"), steal],
@@ -153,7 +162,8 @@ def compare(ratios: pd.DataFrame, points: pd.DataFrame, reference_dir: Path, man
     for key, c in fdw_claims.claim_set(factors).items():
         x = blocks.values(key)
         note = "; ".join(s for s in (c.how, *extra.get(key, [])) if s)
-        machine = hardware.joint(props["instances"], *(props[d] for d in c.depends))
+        gated = [hardware.emulation_fidelity(*fidelity.gate(fid, fdw_fidelity.claim_points(c)))] if len(fid) else []
+        machine = hardware.joint(props["instances"], *(props[d] for d in c.depends), cpu, *gated)
         rows.append(claims.comparison_row(c.claim, x, blocks.noise_floor(), note, measurable=len(x) > 0,
                                           why_not=why_not[key], machine=machine, **kw))
     return claims.comparison_frame(rows)
@@ -256,14 +266,15 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     latency = tables.latency_table(run_dir, points, ["kind", "clients", "variant", "config"]) \
         .rename(columns={"config": "target"})
     rt, rsql = round_trips_table(run_dir), remote_sql_table(run_dir)
+    fid = fdw_fidelity.table(points[points.group.isin(main)], Path(reference_dir), manifest)
     comparison = compare(ratios[ratios.group.isin(main)], points[points.group.isin(main)], Path(reference_dir),
-                         manifest, par, waits, rt, effects.steal_note(points))
+                         manifest, par, waits, rt, effects.steal_note(points), fid)
     checks = json.loads((run_dir / "checks" / "checks.json").read_text()) \
         if (run_dir / "checks" / "checks.json").exists() else {}
     metrics = headline(summary, comparison, manifest, par, failed, points, rt, checks)
     a = Analysis(run_dir=run_dir, manifest=manifest, params=par, points=points, failed=failed, summary=summary,
                  ratios=ratios, comparison=comparison, waits=waits, stalls=tables.stalls_table(points),
-                 metrics=metrics, latency=latency, round_trips=rt, remote_sql=rsql, checks=checks)
+                 metrics=metrics, latency=latency, round_trips=rt, remote_sql=rsql, checks=checks, fidelity=fid)
     return a.finish(derived_dir, figures_dir, functools.partial(draw, reference_dir=Path(reference_dir)))
 
 

@@ -34,6 +34,10 @@ ARTICLE: dict[tuple[str, str], float] = {
     ("RO", "FDW_local"): 11475.249 / 1476.397, ("RO", "FDW_external"): 11475.249 / 1519.091,
     ("RO", "FDW_ext_ro"): 11475.249 / 1507.400,
 }
+#: the points of the article's table an emulation is calibrated on (``pglab.workloads.calibrate``): the local
+#: instance at 1 client, RO for the CPU (87 us a transaction), then RW for the disk's flush (4.6 ms); no claim is
+#: about either alone (each is a foreign target over local)
+CALIBRATION = {"RO": ("cpu", 11475.249), "RW": ("flush", 219.2062)}
 RO_CLIENTS = 1  # the article's numbers are at 1 client: every claim is judged there when it was run
 RW_CLIENTS = 1
 #: what a claim's answer depends on: "commit" (a local RW transaction's cost, mostly its flush) for what RW weighs,

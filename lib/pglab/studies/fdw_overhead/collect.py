@@ -22,17 +22,19 @@ from typing import Any
 
 import pandas as pd
 
+from pglab import emulated
 from pglab.analysis import effects
-from pglab.analysis.window import measured_points
+from pglab.analysis.window import measured_points, measured_window
 from pglab.hosts.inventory import Inventory
 from pglab.nodes.topology import Client
 from pglab.runs import preflight
 from pglab.runs.opening import Plan, study_run
-from pglab.runs.store import Point
+from pglab.runs.session import Session
+from pglab.runs.store import Point, RunStore
 from pglab.runs.sweep import Group, Planned, plan_blocks
 from pglab.studies.fdw_overhead import STUDY
 from pglab.studies.fdw_overhead.checks import checks, explain, round_trips
-from pglab.studies.fdw_overhead.claims import RO_CLIENTS, open_pairs
+from pglab.studies.fdw_overhead.claims import CALIBRATION, RO_CLIENTS, open_pairs
 from pglab.studies.fdw_overhead.params import Params
 from pglab.studies.fdw_overhead.targets import (
     DATABASES,
@@ -43,7 +45,7 @@ from pglab.studies.fdw_overhead.targets import (
     initialise,
     isolation_in_effect,
 )
-from pglab.workloads import adaptive, observed, pgbench
+from pglab.workloads import adaptive, calibrate, observed, pgbench
 from pglab.workloads.observed import Watch
 
 
@@ -144,6 +146,9 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
             if p.round_trip_transactions:
                 round_trips(targets, where, store, p)
 
+        if p.emulate and p.emulate.cpu_share == "calibrate":  # the article's local transactions, matched first
+            _calibrate(run.s, p, targets, where, store, cores)
+
         def measure(pl: Planned, point: Point, watch: Watch) -> str | None:
             return _measure(pl, point, targets, where, p, cores, watch)
 
@@ -154,6 +159,25 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
                                                           {"RW": p.rw_clients, "RO": p.ro_clients}),
                             block=lambda n, pairs: added_block(p, n, pairs), desc=STUDY, progress=progress)
     return store.dir
+
+
+def _calibrate(s: Session, p: Params, t: Targets, where: dict[str, Client], store: RunStore, cores: int) -> None:
+    """The CPU share that gives the article's local RO at 1 client, then the flush latency that gives its local RW
+    (``fdw_claims.CALIBRATION``), searched before any block (``pglab.workloads.calibrate``)."""
+    node, client = t.node("local"), where["local"]
+    points = []
+    for kind, (knob, article) in CALIBRATION.items():
+        def measure(tag: str, kind: str = kind) -> float:
+            argv = pgbench.pgbench_argv(client, DATABASES["local"], clients=1, jobs=1,
+                                        duration_s=calibrate.SECONDS, select_only=kind == "RO", no_vacuum=True,
+                                        progress_s=1)
+            return calibrate.pgbench_step(store, node, client, argv, tag, calibrate.SECONDS + p.client_timeout_s,
+                                          lambda text: measured_window(text, calibrate.WARMUP_S)["tps"],
+                                          workload=kind, target="local", clients=1)
+        start = emulated.latency_ms(p.emulate.flush_latency_ms[0]) if p.emulate and p.emulate.flush_latency_ms else 0
+        points.append(calibrate.Point(f"{kind} local @ 1 client", knob, article, measure, start_ms=start))
+    store.manifest.setdefault("emulation", {})["calibration"] = calibrate.calibrate(s.deploy, points)
+    store.save()
 
 
 def _measure(pl: Planned, point: Point, t: Targets, clients: dict[str, Client], p: Params, cores: int,

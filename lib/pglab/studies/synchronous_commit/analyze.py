@@ -26,6 +26,7 @@ from pglab.parsers.pgbench import parse_init
 from pglab.runs import record
 from pglab.runs.reading import read_meta, read_optional
 from pglab.studies.synchronous_commit import claims as sc_claims
+from pglab.studies.synchronous_commit import fidelity as sc_fidelity
 from pglab.studies.synchronous_commit.figures import (
     LEVEL_ORDER,
     fig_flush_ladder,
@@ -44,13 +45,14 @@ class Analysis(result.Analysis):
     latency: pd.DataFrame
     reads: pd.DataFrame  # standby reads: per-block loaded/idle ratios
     ladder: pd.DataFrame  # with an emulated flush ladder: each level's ratio to on at each flush level
+    fidelity: pd.DataFrame  # under a calibrated emulation: the article's every tps beside the run's (sc_fidelity)
 
     def ratio_lines(self) -> pd.DataFrame:
         return tables.lines(self.summary.rename(columns={"level": "config"}), "clients", LEVEL_ORDER)
 
     def tables(self) -> dict[str, pd.DataFrame]:
         return {**super().tables(), "fsync.csv": fsync_table(self.fsync), "latency.csv": self.latency,
-                "flush_ladder.csv": self.ladder}
+                "flush_ladder.csv": self.ladder, "fidelity.csv": self.fidelity}
 
 
 LADDER_COLUMNS = ["flush", "flush_ms", "flush_ops_s", "level", "blocks", "median", "ci_low", "ci_high", "tps_median"]
@@ -127,8 +129,28 @@ def weaker_step(steps: dict[str, pd.Series]) -> str:
     return min(med, key=lambda k: med[k])
 
 
+def level_machine(manifest: dict[str, Any], par: Params, fsync: dict[str, Any] | None, fid: pd.DataFrame,
+                  points: list[str]) -> claims.Machine:
+    """What a level claim rests on: the primary's disk flush, every node's a commit waits for, the CPU per statement,
+    the round trip, and (under a calibrated emulation) the fidelity of its own points (``sc_fidelity.gate``)."""
+    separated, _ = reads_separated(manifest, par)
+    parts = [hardware.disk_flush(fsync, hardware.emulated_flush(manifest)),
+             hardware.cpu_speed((manifest.get("emulation") or {}).get("calibration"),
+                                "fixed by the article's own off at 10 clients (6,247 tps)"),
+             hardware.round_trip("between two machines" if separated else "the loopback: primary and standby on one "
+                                 "machine", "a LAN between master and slave (not given; a fraction of a millisecond, "
+                                 "a few percent of a hard disk's 8.33 ms flush)")]
+    kept = hardware.unemulated(manifest, ["primary", par.standby_name])
+    if kept:
+        parts.append(hardware.own_disk(kept))
+    if not fid.empty:
+        parts.append(hardware.emulation_fidelity(*sc_fidelity.gate(fid, points)))
+    return hardware.joint(*parts)
+
+
 def compare(a_ratios: pd.DataFrame, reads: pd.DataFrame, reference_dir: Path, fsync: dict[str, Any] | None,
-            manifest: dict[str, Any], par: Params, waits: pd.DataFrame, steal: str = "") -> pd.DataFrame:
+            manifest: dict[str, Any], par: Params, waits: pd.DataFrame, steal: str = "",
+            fid: pd.DataFrame | None = None) -> pd.DataFrame:
     """Published vs reproduced, one row per claim of the article, each with its rule, interval and verdict; the
     level claims at the run's client counts in the article's range (``sc_claims.judged_clients``), the published
     value the article's at the same counts by the same statistic."""
@@ -136,7 +158,7 @@ def compare(a_ratios: pd.DataFrame, reads: pd.DataFrame, reference_dir: Path, fs
     article = ref.pivot(index="clients", columns="synchronous_commit", values="ratio_to_on")
     counts, at = sc_claims.judged_clients(a_ratios.clients.dropna() if len(a_ratios) else [])
     per_block = BlockEffects.of(sc_claims.judged_ratios(a_ratios))  # block x level: geometric mean over those counts
-    disk = hardware.disk_flush(fsync, hardware.emulated_flush(manifest))
+    fid = pd.DataFrame() if fid is None else fid
     adaptive = claims.first_look(manifest)  # the record as the run ended (claims.read_look)
     kw: dict[str, Any] = {"aa": per_block.aa, "adaptive": adaptive}
     rows = []
@@ -144,12 +166,14 @@ def compare(a_ratios: pd.DataFrame, reads: pd.DataFrame, reference_dir: Path, fs
     for level, claim in sc_claims.LEVEL_CLAIMS.items():
         pub = sc_claims.article_value(article[level], counts)
         note = "; ".join(x for x in (how, sc_claims.WORDS.get(level, ""), wait_note(waits, level, "on"), steal) if x)
-        rows.append(per_block.row(dataclasses.replace(claim, published=pub), level, note, machine=disk,
+        machine = level_machine(manifest, par, fsync, fid, sc_fidelity.level_points(level, counts))
+        rows.append(per_block.row(dataclasses.replace(claim, published=pub), level, note, machine=machine,
                                   adaptive=adaptive))
     steps = sc_claims.order_steps(per_block.table)
     if len(steps) == len(sc_claims.ORDER_STEPS):  # both steps, each per block; the weaker decides
         where = f"{at}; published: the article's value of the step shown, at the same client counts"
-        row = claims.ordering_row(sc_claims.ORDER, steps, per_block.noise, where=where, machine=disk, **kw)
+        machine = level_machine(manifest, par, fsync, fid, sc_fidelity.order_points(counts))
+        row = claims.ordering_row(sc_claims.ORDER, steps, per_block.noise, where=where, machine=machine, **kw)
         num, den = sc_claims.ORDER_STEPS[weaker_step(steps)]
         row["published"] = round(sc_claims.article_value(article[num] / (article[den] if den else 1.0), counts), 4)
         rows.append(row)
@@ -166,6 +190,9 @@ def compare(a_ratios: pd.DataFrame, reads: pd.DataFrame, reference_dir: Path, fs
         if cores and not separated:  # a core each: the load on one no longer takes the other's CPU
             apart = dataclasses.replace(apart, property="cores per node", here=cores, differs=False, emulated=cores)
             why = f"primary (with its writers) and standby (with its reader) each on a core of its own: {cores}"
+        if not fid.empty:  # under a calibrated emulation: the article's reads reproduced first
+            apart = hardware.joint(apart, hardware.emulation_fidelity(
+                *sc_fidelity.gate(fid, sc_fidelity.reads_points(par.standby_read_level))))
         pub, pub_how = article_reads(ref_reads, par.standby_read_level)
         rows.append(claims.comparison_row(
             dataclasses.replace(sc_claims.READS, published=pub),
@@ -203,11 +230,14 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     waits = wait_shares(run_dir, points, node="primary")
     latency = tables.latency_table(run_dir, points[points.kind == "write"], ["config", "clients"]) \
         .rename(columns={"config": "level"})
-    comparison = compare(ratios, reads, Path(reference_dir), fsync, manifest, par, waits, effects.steal_note(points))
+    fid = sc_fidelity.table(writes, points[points.kind == "read"], Path(reference_dir), manifest,
+                            par.standby_read_level)
+    comparison = compare(ratios, reads, Path(reference_dir), fsync, manifest, par, waits, effects.steal_note(points),
+                         fid)
     metrics = headline(summary, comparison, fsync, init, manifest, par, failed, points)
     a = Analysis(run_dir=run_dir, manifest=manifest, params=par, points=points, failed=failed, summary=summary,
                  ratios=ratios, comparison=comparison, waits=waits, stalls=tables.stalls_table(points),
-                 metrics=metrics, fsync=fsync, latency=latency, reads=reads, ladder=ladder)
+                 metrics=metrics, fsync=fsync, latency=latency, reads=reads, ladder=ladder, fidelity=fid)
     return a.finish(derived_dir, figures_dir, functools.partial(draw, reference_dir=Path(reference_dir)))
 
 

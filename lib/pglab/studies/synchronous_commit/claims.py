@@ -29,6 +29,11 @@ ARTICLE_CLIENTS = (10, 100)
 #: the size claims are centred on
 ARTICLE_RATIO = {"remote_write": 1.1886, "local": 1.3835, "off": 23.2001}
 
+#: the point of the article's table the emulated CPU is calibrated on (``pglab.workloads.calibrate``): ``off`` at 10
+#: clients, CPU-bound (no commit waits for a flush), a figure no claim is about (data/reference/synchronous_commit.csv;
+#: tests/test_calibrate.py checks it). The disk is not calibrated: the article names it (a SATA disk, hdd_7200).
+CALIBRATION = ("off", 10, 6247.446356)
+
 #: level -> the claim about its write tps over ``on``'s (published value filled in from the reference)
 LEVEL_CLAIMS: dict[str, Claim] = {
     "remote_write": claims.about("remote_write is about 1.2x on", math.nan, ARTICLE_RATIO["remote_write"]),

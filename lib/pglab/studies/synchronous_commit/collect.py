@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from pglab.analysis import effects
-from pglab.analysis.window import measured_points
+from pglab.analysis.window import measured_points, measured_window
 from pglab.errors import ProcessError
 from pglab.hosts.inventory import Inventory
 from pglab.nodes import emulation, topology
@@ -29,7 +29,7 @@ from pglab.studies.synchronous_commit import STUDY
 from pglab.studies.synchronous_commit import claims as sc_claims
 from pglab.studies.synchronous_commit.claims import open_levels
 from pglab.studies.synchronous_commit.params import Params
-from pglab.workloads import adaptive, observed, pgbench
+from pglab.workloads import adaptive, calibrate, observed, pgbench
 from pglab.workloads.observed import Watch
 
 DB = "bench"
@@ -101,7 +101,7 @@ def collect(params: dict[str, Any] | Params, *, data_root: str | Path, profile: 
         primary, standby = _topology(s, p, store)
         clients = _clients(s, p, primary, standby)
         cores = int(store.manifest["hosts"][clients[primary.name].host.name].get("cores", 2))
-        _initialise(s, primary, store, p)
+        _initialise(s, primary, store, p, clients[primary.name], cores)
 
         def measure(pl: Planned, point: Point, watch: Watch) -> str | None:
             return _measure(s, pl, point, primary, standby, p, cores, clients, watch)
@@ -136,7 +136,7 @@ def _clients(s: Session, p: Params, *nodes: Node) -> dict[str, topology.Client]:
     return out
 
 
-def _initialise(s: Session, primary: Node, store: RunStore, p: Params) -> None:
+def _initialise(s: Session, primary: Node, store: RunStore, p: Params, client: topology.Client, cores: int) -> None:
     point = store.point("init", unique=True, kind="init")
     with s.deploy.flushing(0):  # on the primary's host, not measured: at the disk's own speed
         res = pgbench.initialise(primary, point, DB, p.scale)
@@ -144,6 +144,8 @@ def _initialise(s: Session, primary: Node, store: RunStore, p: Params) -> None:
         point.finish("failed", "pgbench -i failed")
         raise ProcessError(primary.host.name, res.command, res.exit_code, res.stdout, res.stderr)
     point.finish("ok")
+    if p.emulate and p.emulate.cpu_share == "calibrate":  # before pg_test_fsync: slow motion changes the flush
+        _calibrate(s, primary, store, p, client, cores)
     if p.fsync_test_seconds:
         point = store.point("fsync", unique=True, kind="fsync")
         target = f"{primary.ws.base}/fsync-test.tmp"
@@ -157,6 +159,26 @@ def _initialise(s: Session, primary: Node, store: RunStore, p: Params) -> None:
         primary.host.run(["rm", "-f", target])
         point.record(res)
         point.finish("ok" if res.exit_code == 0 else "failed")
+
+
+def _calibrate(s: Session, primary: Node, store: RunStore, p: Params, client: topology.Client, cores: int) -> None:
+    """The CPU share that gives the article's ``off`` at 10 clients (``sc_claims.CALIBRATION``), searched at the
+    judged flush level before any block (``pglab.workloads.calibrate``); every step's pgbench output kept."""
+    level, clients, article = sc_claims.CALIBRATION
+    if p.flush_levels():
+        s.deploy.set_flush(p.judged_flush())
+
+    def measure(tag: str) -> float:
+        set_level(primary, level, p.standby_name)
+        argv = pgbench.pgbench_argv(client, DB, clients=clients, jobs=min(clients, cores),
+                                    duration_s=calibrate.SECONDS, progress_s=1)
+        return calibrate.pgbench_step(store, primary, client, argv, tag, calibrate.SECONDS + p.client_timeout_s,
+                                      lambda text: measured_window(text, calibrate.WARMUP_S)["tps"], level=level,
+                                      clients=clients)
+
+    record = calibrate.calibrate(s.deploy, [calibrate.Point(f"{level} @ {clients} clients", "cpu", article, measure)])
+    store.manifest.setdefault("emulation", {})["calibration"] = record  # the whole record again at the end
+    store.save()
 
 
 def set_level(primary: Node, level: str, standby_name: str, timeout: float = 10) -> dict[str, str]:

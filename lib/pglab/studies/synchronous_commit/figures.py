@@ -30,7 +30,7 @@ def fig_tps_by_clients(summary: pd.DataFrame, points: pd.DataFrame, out: Path) -
         x = np.array([pos[int(c)] for c in g.clients]) + (k - len(levels) / 2) * 0.05
         ax.errorbar(x, g.tps_median, yerr=[g.tps_median - g.tps_low, g.tps_high - g.tps_median], label=lvl,
                     color=PALETTE[lvl], marker="o", capsize=3)
-        p = pts[pts.config == lvl]
+        p = pts[(pts.config == lvl) & pts.clients.isin(list(pos))]  # a count whose every point was flagged: none
         px = [pos[int(c)] + (k - len(levels) / 2) * 0.05 for c in p.clients]
         ax.scatter(px, p.tps, color=PALETTE[lvl], s=8, alpha=0.35)
         figures.mark_steal(ax, px, p.tps, p.get("steal_flag", False))

@@ -1,0 +1,88 @@
+"""The article's CPU imitated (pglab.nodes.cpu_quota, pglab.workloads.calibrate): a real server in a cgroup with a
+CPU quota, its clients beside it, the group gone after the run; a real calibration search, both ways (a share below
+this machine's speed, and slow motion above it); and the parameters that ask for it, refused when wrong."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from pglab.errors import ParameterError
+from pglab.hosts.inventory import Inventory
+from pglab.nodes import cpu_quota, emulation
+from pglab.runs.params import validate
+from pglab.runs.session import session
+from pglab.studies.synchronous_commit.params import Params as ScParams
+from pglab.workloads import calibrate, pgbench
+
+pytestmark = pytest.mark.skipif(not os.access(f"{cpu_quota.ROOT}/cgroup.procs", os.W_OK),
+                                reason="needs cgroup v1's cpu controller, writable (root)")
+SC = {"levels": ["on", "off"], "clients": [4]}
+
+
+def _select_tps(node, seconds: int = 2) -> float:  # noqa: ANN001
+    argv = pgbench.pinned(node, None, [node.bin("pgbench"), "-S", "-c", "1", "-T", str(seconds), "-n", "b"])
+    out = node.host.run(argv, env=pgbench.session_env(node)).stdout
+    return float(out.split("tps = ")[1].split()[0])
+
+
+def test_a_cpu_share_holds_a_real_server_and_its_clients(inventory: Inventory) -> None:
+    emulated = emulation.Emulation(core_per_node=True, cpu_share=0.25)
+    with session(inventory, emulation=emulated) as s:
+        node = s.deploy.node("primary", "local")
+        node.start()
+        group = node.cpu_group
+        assert group is not None and group.share == 0.25 and group.quota_us(0.25) == 2500
+        inside = set(node.host.run(["cat", f"{group.path}/cgroup.procs"]).stdout.split())
+        backends = node.host.run(["pgrep", "-P", str(node.postmaster_pid())]).stdout.split()
+        assert str(node.postmaster_pid()) in inside and backends and set(backends) <= inside
+        argv = pgbench.pinned(node, None, ["true"])
+        assert argv[:4] == ["sh", "-c", 'echo $$ > "$0" && exec "$@"', f"{group.path}/cgroup.procs"]
+        assert argv[4:7] == ["taskset", "-c", "0"]  # and on the node's core
+        node.query("create database b")
+        assert node.host.run([node.bin("pgbench"), "-i", "-s", "1", "-q", "b"],
+                             env=pgbench.session_env(node)).exit_code == 0
+        slow = _select_tps(node)
+        throttled = group.stat().get("nr_throttled", 0)
+        s.deploy.set_share(1.0)
+        fast = _select_tps(node)
+        assert throttled > 0 and slow < 0.6 * fast, (slow, fast, throttled)
+        record = s.deploy.emulated()
+        assert record["cpu"]["primary"]["share"] == 1.0 and record["cpu_share"] == 0.25
+        path = group.path
+    assert not Path(path).exists()  # removed once the servers stopped
+
+
+def test_the_search_finds_a_share_and_goes_slow_motion_when_it_must(inventory: Inventory) -> None:
+    emulated = emulation.Emulation(flush=("hdd_15k",), core_per_node=True, cpu_share="calibrate")
+    with session(inventory, emulation=emulated) as s:
+        node = s.deploy.node("primary", "local")
+        node.start()
+        node.query("create database b")
+        assert node.host.run([node.bin("pgbench"), "-i", "-s", "1", "-q", "b"],
+                             env=pgbench.session_env(node)).exit_code == 0
+        full = _select_tps(node, 3)
+
+        def measure(tag: str) -> float:
+            return _select_tps(node, 3)
+
+        slower = calibrate.Search(s.deploy).run([calibrate.Point("RO @ 1 client", "cpu", full / 2.5, measure)])
+        assert slower["k"] == 1 and slower["share"] < 0.7, slower  # a share well below the whole core
+        assert len(slower["steps"]) >= 2 and slower["steps"][0]["share"] == 1.0
+        assert slower["points"][0]["target"] == round(full / 2.5, 1)
+        s.deploy.set_share(1.0)
+        faster = calibrate.Search(s.deploy).run([calibrate.Point("RO @ 1 client", "cpu", full * 3, measure)])
+        k = faster["k"]
+        assert 1.8 < k < 5 and faster["share"] == 1.0, faster  # slow motion: the article's machine k x slower
+        disk = s.deploy.disks["primary"]
+        assert abs(disk.scale - k) < 1e-3 and node.host.run(["cat", disk.ctl]).stdout.strip() == str(
+            round(4000 * disk.scale))
+        assert abs(faster["points"][0]["target"] - full * 3 / k) < 1
+        assert "slow motion" in faster["said"]
+
+
+@pytest.mark.parametrize("share", [0.05, 1.5, "fast"])
+def test_a_cpu_share_outside_its_range_is_refused(share: object) -> None:
+    with pytest.raises(ParameterError, match="cpu_share"):
+        validate(ScParams, {**SC, "emulate": {"core_per_node": True, "cpu_share": share}}, "sc")
