@@ -51,6 +51,9 @@ def table(article: pd.DataFrame, measured: pd.DataFrame, calibration: dict[str, 
     if measured is not None and len(measured):
         for point, value in zip(measured["point"].astype(str), measured["value"], strict=True):
             values.setdefault(point, []).append(float(value))
+    for c in (calibration or {}).get("points") or []:  # a point the run's blocks did not measure: the search's value
+        if isinstance(c, dict) and str(c.get("point")) not in values and c.get("measured") is not None:
+            values[str(c["point"])] = [float(c["measured"])]
     rows = []
     for a in article.to_dict("records"):
         point = str(a["point"])
@@ -153,3 +156,16 @@ def said(calibration: dict[str, Any] | None) -> str:
         line += (f"; in slow motion, k = {k:.3g}: every emulated time x{k:.3g}, the article's rates compared "
                  f"divided by {k:.3g}")
     return line
+
+
+def pooled(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    """The fidelity table over a campaign's runs: each run's median in the article's units (times that run's own k,
+    its slow motion) is one value, so the interval is over the runs; calibration points stay marked as such."""
+    tables = [t for t in tables if len(t)]
+    if not tables:
+        return pd.DataFrame(columns=COLUMNS)
+    first = tables[-1]
+    values = [{"point": r["point"], "value": float(r["emulated"]) * float(r["article"]) / float(r["article_here"])}
+              for t in tables for r in t.to_dict("records") if pd.notna(r["emulated"]) and r["article_here"]]
+    cal = {"k": 1.0, "points": [{"point": p} for p in first.loc[first.role == "calibration", "point"]]}
+    return table(first[["point", "unit", "article"]], pd.DataFrame(values, columns=["point", "value"]), cal)

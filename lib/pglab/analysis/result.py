@@ -165,10 +165,10 @@ class Analysis:
             self.metrics = {**self.metrics, "verdicts": dict(zip(self.comparison.claim, self.comparison.verdict,
                                                                  strict=True)),
                             "runs": int(self.comparison["runs"].max()) if "runs" in self.comparison else 1}
-            Path(derived_dir).mkdir(parents=True, exist_ok=True)
+        self.write(Path(derived_dir))
+        if over is not None:  # after the last run's own: a table over the runs takes the place of its (fidelity.csv)
             for name, table in extra.items():
                 table.to_csv(Path(derived_dir) / name, index=False, float_format=FLOAT_FORMAT)
-        self.write(Path(derived_dir))
         figures.style()
         self.figures = draw(self, Path(figures_dir))
         plt.close("all")

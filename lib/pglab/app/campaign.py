@@ -22,11 +22,13 @@ from typing import Any
 
 import pandas as pd
 
-from pglab.analysis import over_runs
+from pglab.analysis import fidelity, over_runs
 from pglab.analysis.result import OverRuns, deciding_over_runs
 from pglab.runs import campaign
 from pglab.runs.reading import load_manifest
 from pglab.studies import module
+
+FIDELITY = "fidelity.csv"  # each run's own, pooled over the runs (``fidelity.pooled``)
 
 
 def analyze(study: str, run_dir: Path, derived: Path, figures: Path, reference: Path) -> Any:
@@ -44,7 +46,11 @@ def analyze(study: str, run_dir: Path, derived: Path, figures: Path, reference: 
 
     def decide(last: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
         frames = {**own, ids[-1]: last}
-        return over_runs.comparison(frames), {over_runs.RUNS_CSV: over_runs.runs_table(frames)}
+        extra = {over_runs.RUNS_CSV: over_runs.runs_table(frames)}
+        tables = [derived / campaign.OWN / i / FIDELITY for i in ids]
+        if all(t.exists() for t in tables):  # an emulated study's: over the runs, each run's median one value
+            extra[FIDELITY] = fidelity.pooled([pd.read_csv(t) for t in tables])
+        return over_runs.comparison(frames), extra
 
     with deciding_over_runs(OverRuns(derived / campaign.OWN / ids[-1], decide)):
         return analyze_run(run_dir, derived, figures, reference)

@@ -81,11 +81,17 @@ def _row(r: dict[str, Any], k: float) -> str:
     return ("<tr class=\"warn\">" if warn else "<tr>") + tds + "</tr>"
 
 
-def section_html(t: pd.DataFrame, calibration: dict[str, Any] | None) -> str:
-    """The section, or "" when the run has no point of the article to set beside its own (``fidelity.table``)."""
+def section_html(t: pd.DataFrame, calibration: dict[str, Any] | None, runs: int = 1) -> str:
+    """The section, or "" when the run has no point of the article to set beside its own (``fidelity.table``);
+    ``runs`` > 1: the table is over a campaign's runs (``fidelity.pooled``), in the article's units."""
     if t is None or t.empty:
         return ""
-    k = fidelity.k_of(calibration)
+    over = ""
+    if runs > 1:  # each run calibrated on its own; its numbers times its own k: the article's units, one value a run
+        over = (f"<p class=\"meta\">Over the campaign's {runs} runs: each run was calibrated on its own, and each "
+                "run's median is one value below, multiplied by that run's own k (in the article's units). The "
+                "last run's calibration:</p>")
+    k = 1.0 if runs > 1 else fidelity.k_of(calibration)  # the table's k: over runs, the article's units
     heads = ["Point", "Role", "The article's", *([f"Divided by k = {_k(k)}"] if k != 1 else []),
              "Emulated (95% interval)", "Off by"]
     head = "".join(f"<th>{html.escape(h)}</th>" for h in heads)
@@ -95,7 +101,7 @@ def section_html(t: pd.DataFrame, calibration: dict[str, Any] | None) -> str:
     error = (f"Median absolute error of the predictions: {mae:.0%} (tolerance {tol})" if mae is not None
              else "No prediction was measured")
     # class beside: the report's card layout at phone width (a cell under its column's name, its title)
-    return ("<h2 id=\"fidelity\">How close the emulation came</h2>" + paragraph(calibration)
+    return ("<h2 id=\"fidelity\">How close the emulation came</h2>" + over + paragraph(calibration)
             + f"<div class=\"table\"><table class=\"fidelity beside\"><thead><tr>{head}</tr></thead>"
             f"<tbody>{body}</tbody></table></div>"
             f"<p class=\"meta\">{error}; a claim is judged under the emulation only where the predictions at its "

@@ -193,6 +193,11 @@ def runs_sentence(comparison: pd.DataFrame, manifest: dict[str, Any]) -> str:
             "differ as much as its blocks do. A campaign (runs: 5 in the profile) decides over runs.")
 
 
+def _runs(comparison: pd.DataFrame) -> int:
+    """How many runs the verdicts are over (1 for a single run)."""
+    return int(pd.to_numeric(comparison.get("runs"), errors="coerce").max()) if "runs" in comparison else 1
+
+
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
@@ -253,7 +258,7 @@ def study_html(study: str, nb: Notebook, comparison: pd.DataFrame, manifest: dic
            f"{runs_sentence(comparison, manifest)}</p>", LEGEND, beside_html,
            "" if majors is None or majors.empty else majors_table.section_html(study, majors),
            "" if fidelity is None else fidelity_html.section_html(
-               fidelity, (manifest.get("emulation") or {}).get("calibration")),
+               fidelity, (manifest.get("emulation") or {}).get("calibration"), _runs(comparison)),
            "<h2 id=\"where\">Where it ran</h2>",
            f"<p>{html.escape(placement.summary(manifest))}</p>", emulation_html(manifest),
            allowed_html(study, manifest), machine_html(manifest),

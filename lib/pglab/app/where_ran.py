@@ -18,8 +18,15 @@ def emulation_html(manifest: dict[str, Any]) -> str:
         return ""
     disks = "; ".join(f"{html.escape(', '.join(d.get('nodes') or []))}: {html.escape(str(d.get('measured', '')))}"
                       for d in (e.get("disks") or {}).values())
+    cpu = "; ".join(f"{html.escape(k)}: {float(g.get('share', 1)):.0%} of {g.get('cores', 1)} core(s), throttled in "
+                    f"{g.get('throttled') or 0:,} of {g.get('periods') or 0:,} periods of "
+                    f"{g.get('period_us', 0) / 1000:g} ms"
+                    for k, g in (e.get("cpu") or {}).items() if isinstance(g, dict))
+    cal = (e.get("calibration") or {}).get("said")
     return (f"<p><b>Emulated:</b> {html.escape(str(e.get('said', '')))}"
             + (f". Flush levels measured before the run (pglab-flushprobe, fdatasync/s): {disks}" if disks else "")
+            + (f". CPU (a cgroup quota): {cpu}" if cpu else "")
+            + (f". The calibration, before the first block: {html.escape(str(cal))}" if cal else "")
             + ". One machine all the same: memory, kernel and the real disk are shared.</p>")
 
 
