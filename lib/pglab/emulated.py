@@ -48,6 +48,12 @@ class Emulation:
     one_disk: bool = False
     core_per_node: bool = False
     cpu_share: float | str | None = None  # a share of each node's CPU (0.1-1), or "calibrate": searched per run
+    machine_per_node: bool = False  # each node a machine of its own: a CPU share of one core each, not pinned
+
+    @property
+    def per_node(self) -> bool:
+        """Whether each node has a CPU group of its own (else its host's nodes share one)."""
+        return self.core_per_node or self.machine_per_node
 
     @property
     def calibrated(self) -> bool:
@@ -72,10 +78,13 @@ class Emulation:
                          + (" (one disk per host)" if self.one_disk else ""))
         if self.core_per_node:
             parts.append("1 core per node (its clients share it), on one machine")
+        if self.machine_per_node:
+            parts.append("a machine per node, scaled down: each node a CPU share of one core of its own (a cgroup "
+                         "quota), on one machine")
         if self.calibrated:
-            parts.append("CPU " + ("per node" if self.core_per_node else "per host")
+            parts.append("CPU " + ("per node" if self.per_node else "per host")
                          + " slowed (a cgroup quota) to match the article's own figure, calibrated before the run")
         elif self.cpu_share is not None:
-            parts.append(f"CPU {'per node' if self.core_per_node else 'per host'} at {float(self.cpu_share):.0%} "
+            parts.append(f"CPU {'per node' if self.per_node else 'per host'} at {float(self.cpu_share):.0%} "
                          "(a cgroup quota)")
         return "; ".join(parts)

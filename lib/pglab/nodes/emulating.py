@@ -47,9 +47,9 @@ class Emulating:
                 node.cpus = str(len(given))
                 given.append(node.name)
             if e.cpu_share is not None:
-                key = node.name if e.core_per_node else node.host.name
+                key = node.name if e.per_node else node.host.name
                 if key not in self.cpu_groups:
-                    cores = 1 if e.core_per_node else emu.host_cores(node.host)
+                    cores = 1 if e.per_node else emu.host_cores(node.host)
                     share = 1.0 if e.calibrated else float(e.cpu_share)
                     name = f"{cpu_quota.PREFIX}{node.ws.base.rstrip('/').rsplit('/', 1)[-1]}-{key}"
                     self.cpu_groups[key] = cpu_quota.CpuGroup(node.host, name, node.user, cores, share).create()

@@ -81,6 +81,9 @@ class EmulateParams(Checked):
     # a share of each node's CPU time (core_per_node) or of its host's (a cgroup quota, 0.1-1), or "calibrate": the
     # share that matches the study's calibration point of the article, searched before the measured blocks
     cpu_share: float | str | None = None
+    # each node a machine of its own, scaled down: a CPU group per node at cpu_share of one core, not pinned (for
+    # more nodes than cores: streaming_scale_out's 5, logical_replication's provider and subscriber)
+    machine_per_node: bool = False
 
     @field_validator("cpu_share", mode="before")
     @classmethod
@@ -91,6 +94,12 @@ class EmulateParams(Checked):
             raise ValueError("give 'calibrate' or a share of a core from 0.1 to 1 (a cgroup quota)")
         return float(v)
 
+    @model_validator(mode="after")
+    def _machines(self) -> EmulateParams:
+        if self.machine_per_node and self.cpu_share is None:
+            raise ValueError("machine_per_node: give cpu_share too (a machine per node is a CPU share of one core)")
+        return self
+
     @field_validator("flush_latency_ms")
     @classmethod
     def _levels(cls, v: list[str | float]) -> list[str | float]:
@@ -100,7 +109,8 @@ class EmulateParams(Checked):
 
     def spec(self) -> emulation.Emulation:
         return emulation.Emulation(tuple(self.flush_latency_ms), tuple(self.flush_nodes) if self.flush_nodes
-                                   is not None else None, self.one_disk, self.core_per_node, self.cpu_share)
+                                   is not None else None, self.one_disk, self.core_per_node, self.cpu_share,
+                                   self.machine_per_node)
 
 
 class StudyParams(Checked):
