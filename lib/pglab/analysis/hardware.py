@@ -175,8 +175,9 @@ def cpu_speed(calibration: dict[str, Any] | None, article: str) -> Machine:
 
 
 def round_trip(here: str, article: str) -> Machine:
-    """The round trip between primary and standby: a synchronous commit pays it once. On one machine it is the
-    loopback's; beside a hard disk's flush (8.33 ms) a LAN's fraction of a millisecond is a few percent."""
+    """The round trip between primary and standby (and the standby's write): a synchronous commit pays it once.
+    It is not emulated (no netem here); whether it mattered shows in the fidelity table, where ``remote_write`` and
+    ``local`` differ in the article by what waiting for the standby cost (the claims' gate)."""
     return Machine("network round trip", here, article, "the standby on another machine (`standby_host`)")
 
 
