@@ -86,3 +86,34 @@ def test_the_search_finds_a_share_and_goes_slow_motion_when_it_must(inventory: I
 def test_a_cpu_share_outside_its_range_is_refused(share: object) -> None:
     with pytest.raises(ParameterError, match="cpu_share"):
         validate(ScParams, {**SC, "emulate": {"core_per_node": True, "cpu_share": share}}, "sc")
+
+
+def test_a_machine_per_node_is_a_cpu_group_each_unpinned(inventory: Inventory) -> None:
+    """More nodes than cores: each its own group at the share of one core, none pinned (``machine_per_node``)."""
+    emulated = emulation.Emulation(cpu_share=0.3, machine_per_node=True)
+    with session(inventory, emulation=emulated) as s:
+        nodes = [s.deploy.node(f"n{i}", "local") for i in range(3)]  # 3 nodes on a 2-core machine
+        for n in nodes:
+            n.start()
+        groups = [n.cpu_group for n in nodes]
+        assert all(g is not None and g.cores == 1 and g.quota_us(g.share) == 3000 for g in groups)
+        assert len({g.path for g in groups}) == 3 and not any(n.cpus for n in nodes)
+        for n in nodes:
+            assert str(n.postmaster_pid()) in n.host.run(["cat", f"{n.cpu_group.path}/cgroup.procs"]).stdout.split()
+        record = s.deploy.emulated()
+        assert set(record["cpu"]) == {"n0", "n1", "n2"} and "a machine per node" in record["said"]
+
+
+def test_separate_machines_scaled_down_are_like_the_articles_only_where_each_node_was_its_own_limit() -> None:
+    from pglab.analysis import hardware
+
+    manifest = {"emulation": {"machine_per_node": True, "said": "a machine per node, scaled down",
+                              "cpu": {n: {"share": 0.3} for n in ("primary", "sb1", "sb2")}}}
+    nodes = ["primary", "sb1", "sb2"]
+    bound = hardware.machine_per_node(manifest, nodes, {n: 0.9 for n in nodes}, "3 VMs", "standby_hosts")
+    assert bound is not None and not bound.differs and bound.emulated and "30% of one core" in bound.here
+    client_bound = hardware.machine_per_node(manifest, nodes, {"primary": 0.9, "sb1": 0.2, "sb2": 0.9}, "3 VMs", "")
+    assert client_bound is not None and client_bound.differs and "sb1 20% of periods" in client_bound.here
+    only_primary = hardware.machine_per_node(manifest, nodes, {"primary": 0.8}, "3 VMs", "", limit=["primary"])
+    assert only_primary is not None and not only_primary.differs
+    assert hardware.machine_per_node({"emulation": {}}, nodes, {}, "3 VMs", "") is None  # no group: the old policy

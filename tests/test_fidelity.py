@@ -165,3 +165,26 @@ def test_section_html_escapes_and_repeats_to_the_byte() -> None:
     again = fidelity_html.section_html(fidelity.table(article, measured, cal), cal)
     assert h.encode() == again.encode()
     assert "No prediction was measured" not in h and "The calibration failed" in h
+
+
+def test_the_studies_calibrate_on_the_articles_own_numbers_and_no_claims_ratio() -> None:
+    """Each calibration point is a number of the article's table (data/reference), and no claim's ratio."""
+    from pathlib import Path
+
+    from pglab.studies.fdw_overhead import claims as fdw_claims
+    from pglab.studies.fdw_overhead import fidelity as fdw_fidelity
+    from pglab.studies.synchronous_commit import claims as sc_claims
+    from pglab.studies.synchronous_commit import fidelity as sc_fidelity
+
+    ref = Path(__file__).resolve().parent.parent / "data" / "reference"
+    sc = sc_fidelity.article_points(ref, "on").set_index("point").article
+    level, clients, tps = sc_claims.CALIBRATION
+    assert len(sc) == 42 and sc[sc_fidelity.point(level, clients)] == pytest.approx(tps)
+    assert level not in sc_claims.LEVEL_CLAIMS or level == "off"  # off/on is a claim: on is never calibrated
+    assert all(sc_fidelity.point("on", c) not in {sc_fidelity.point(level, clients)} for c in (10, 20))
+    fdw = fdw_fidelity.article_points(ref).set_index("point").article
+    for kind, (_, figure) in fdw_claims.CALIBRATION.items():
+        assert fdw[fdw_fidelity.point(kind, "local")] == pytest.approx(figure)
+    for c in fdw_claims.claim_set().values():  # every claim rests on a foreign target: a prediction, never calibrated
+        assert any("FDW" in p for p in fdw_fidelity.claim_points(c))
+    assert sc_fidelity.level_points("local", [20]) == ["on @ 20 clients", "local @ 20 clients"]

@@ -175,8 +175,9 @@ def cpu_speed(calibration: dict[str, Any] | None, article: str) -> Machine:
 
 
 def round_trip(here: str, article: str) -> Machine:
-    """The round trip between primary and standby: a synchronous commit pays it once. On one machine it is the
-    loopback's; beside a hard disk's flush (8.33 ms) a LAN's fraction of a millisecond is a few percent."""
+    """The round trip between primary and standby (and the standby's write): a synchronous commit pays it once.
+    It is not emulated (no netem here); whether it mattered shows in the fidelity table, where ``remote_write`` and
+    ``local`` differ in the article by what waiting for the standby cost (the claims' gate)."""
     return Machine("network round trip", here, article, "the standby on another machine (`standby_host`)")
 
 
@@ -200,3 +201,29 @@ def own_disk(kept: list[str]) -> Machine:
     return Machine("disk flush rate of every node a commit waits for", f"{', '.join(kept)} kept this machine's own "
                    "disk while the others' flush was slowed", "every node on a hard disk (the article's table implies "
                    "a slow standby too)", "`emulate: flush_nodes` naming every node (docs/emulation.md)", differs=True)
+
+
+#: a node limited by its own CPU share used it up in at least this share of the periods it ran in
+BOUND = 0.5
+
+
+def machine_per_node(manifest: dict[str, Any], nodes: list[str], throttled: dict[str, float], article: str,
+                     answer: str, limit: list[str] | None = None) -> Machine | None:
+    """Separate machines, scaled down (``emulate: machine_per_node``): each of ``nodes`` in a CPU group of its own.
+    Like the article's only where each node of ``limit`` (default: every one), not the load generator, was the
+    limit: ``throttled`` (node -> the share of its quota's periods it used up during the measured points) at
+    ``BOUND`` or more. None when the run gave its nodes no CPU group of their own."""
+    e = manifest.get("emulation") or {}
+    groups = e.get("cpu") or {}
+    if not e.get("machine_per_node") or not all(n in groups for n in nodes):
+        return None
+    share = float(groups[nodes[0]].get("share", 1))
+    here = (f"{len(nodes)} nodes, each a machine of its own scaled down: {share:.0%} of one core (a cgroup quota), "
+            "on one machine")
+    idle = {n: throttled.get(n) for n in (limit or nodes) if (throttled.get(n) or 0) < BOUND}
+    if idle:
+        here += ("; but not every node used up its share, so the load generator (or something else) was the limit: "
+                 + ", ".join(f"{n} {v:.0%} of periods" if v is not None else f"{n} not measured"
+                             for n, v in idle.items()))
+    return Machine("separate machines", here, article, answer, differs=bool(idle),
+                   emulated=e.get("said", "") if not idle else "")

@@ -103,3 +103,16 @@ def leftovers(host: Host) -> list[str]:
     script = f'for d in {ROOT}/{PREFIX}*/; do [ -d "$d" ] && [ -z "$(cat "$d/cgroup.procs")" ] && echo "$d"; done'
     res = host.run(["sh", "-c", script], check=False)
     return [line.rstrip("/").rsplit("/", 1)[-1] for line in res.stdout.split() if line]
+
+
+def stats(groups: dict[str, CpuGroup | None]) -> dict[str, dict[str, int]]:
+    """name -> its group's ``cpu.stat``, for each name that has a group (a point's before and after)."""
+    return {k: g.stat() for k, g in groups.items() if g is not None}
+
+
+def used(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """name -> the periods its group ran in between ``before`` and ``after``, and those its quota cut short: near
+    all of them, the node itself (not its clients) was the limit."""
+    return {k: {"periods": after[k].get("nr_periods", 0) - v.get("nr_periods", 0),
+                "throttled": after[k].get("nr_throttled", 0) - v.get("nr_throttled", 0)}
+            for k, v in before.items() if k in after}

@@ -24,6 +24,7 @@ from pglab.hosts import procs
 from pglab.hosts.base import Host
 from pglab.hosts.inventory import Inventory, load_inventory
 from pglab.hosts.local import LocalHost
+from pglab.nodes import cpu_quota
 from pglab.runs import record, runs_index
 from pglab.runs.process_groups import group_alive, wait_until
 from pglab.runs.record import MANIFEST, ManifestError
@@ -221,6 +222,10 @@ def _clean_run(path: Path, manifest: dict[str, Any], inventory: Inventory, force
                     host.run(["rm", "-f", f"{base}/pgpass"])
                     act(f"removed passfile {host_name}:{base}/pgpass", "done")
                 act(f"kept {host_name}:{base} on disk (server logs and data of the run)", "done")
+                mine = f"{cpu_quota.PREFIX}{base.rstrip('/').rsplit('/', 1)[-1]}-"  # its nodes' CPU groups, emptied
+                for group in (g for g in cpu_quota.leftovers(host) if g.startswith(mine)):
+                    host.run(["rmdir", f"{cpu_quota.ROOT}/{group}"], check=False)
+                    act(f"removed CPU group {host_name}:{cpu_quota.ROOT}/{group}", "done")
             except Exception as exc:  # noqa: BLE001
                 act(f"could not remove passfile {host_name}:{base}/pgpass: {exc}", "failed",
                     {"kind": "passfile", "host": host_name, "path": f"{base}/pgpass"})

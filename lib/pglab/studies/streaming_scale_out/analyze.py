@@ -188,7 +188,24 @@ def nodes_apart(manifest: dict[str, Any], n: int) -> tuple[bool, str]:
                    "cannot scale out")
 
 
-def _apart(manifest: dict[str, Any], n: int, what: str, article: str) -> tuple[str, str, claims.Machine]:
+def throttled(points: pd.DataFrame | None, run_dir: Path | None, n: int | None = None) -> dict[str, float]:
+    """node -> the share of its CPU group's periods it used up over the read points on ``n`` nodes (None: the
+    insert points), as the collect recorded them under ``emulate: machine_per_node``; {} when it did not."""
+    if run_dir is None or points is None or not len(points):
+        return {}
+    mine = points[points.kind == "insert"] if n is None else (
+        points[(points.kind == "read") & (points.nodes == n)] if "nodes" in points else points.iloc[:0])
+    tot: dict[str, list[int]] = {}
+    for point in mine.point:
+        meta = json.loads((run_dir / str(point) / "meta.json").read_text())
+        for node, g in (meta.get("cpu_groups") or {}).items():
+            t = tot.setdefault(node, [0, 0])
+            t[0], t[1] = t[0] + int(g.get("periods", 0)), t[1] + int(g.get("throttled", 0))
+    return {k: v[1] / v[0] for k, v in tot.items() if v[0]}
+
+
+def _apart(manifest: dict[str, Any], n: int, what: str, article: str,
+           used: dict[str, float] | None = None, limit: list[str] | None = None) -> tuple[str, str, claims.Machine]:
     """(why the claim cannot be computed: "" when the run had ``n`` nodes; where they ran when they shared a
     machine, for the note; the property beside the verdict). Nodes sharing a machine are the one policy's
     business (``claims.comparison_row``: on a machine unlike the article's a claim is not judged, the verdict its
@@ -197,10 +214,17 @@ def _apart(manifest: dict[str, Any], n: int, what: str, article: str) -> tuple[s
     machine = hardware.separate_machines(manifest, node_hosts(manifest, n), article,
                                          f"the primary and each standby on a machine of its own ({what})")
     missing = why if len(node_hosts(manifest, n)) < n else ""
+    names = [manifest.get("topology", {}).get("primary", {}).get("name", "primary")] + [
+        s.get("name", "") for s in manifest.get("topology", {}).get("standbys", [])][: n - 1]
+    scaled = hardware.machine_per_node(manifest, names, used or {}, article, machine.answer,
+                                       limit) if not ok else None
+    if scaled is not None:  # a machine per node, emulated: judged where each node was its own limit
+        return missing, "" if not scaled.differs else scaled.here, scaled
     return missing, "" if ok or missing else why, machine
 
 
-def compare(ratios: pd.DataFrame, manifest: dict[str, Any], steal: str = "") -> pd.DataFrame:
+def compare(ratios: pd.DataFrame, manifest: dict[str, Any], steal: str = "", points: pd.DataFrame | None = None,
+            run_dir: Path | None = None) -> pd.DataFrame:
     """Published vs reproduced, one row per claim. The insert claims are of replicas on machines of their own:
     where they share the primary's cores, a replica's replay and walsender take CPU from the inserts, and the
     cost measured is that of sharing, not of the mode; they are then not judged (the machine differs from the
@@ -209,7 +233,8 @@ def compare(ratios: pd.DataFrame, manifest: dict[str, Any], steal: str = "") -> 
     rd = BlockEffects.of(ratios[ratios.kind == "read"].drop(columns="kind"))
     standbys = len(manifest.get("topology", {}).get("standbys", []))
     missing, where, machine = _apart(manifest, standbys + 1, "`standby_hosts`", "3 Azure D8 VMs (8 cores, 32 GB): "
-                                     "the primary and 2 replicas, each on its own")
+                                     "the primary and 2 replicas, each on its own", throttled(points, run_dir),
+                                     ["primary"])
     where = where.replace("reads cannot scale out", "the replicas' work takes CPU from the inserts")
     note = "; ".join(x for x in ("per block: rows/s of the mode / rows/s with no replica", steal, where) if x)
 
@@ -236,7 +261,8 @@ def compare(ratios: pd.DataFrame, manifest: dict[str, Any], steal: str = "") -> 
                               "article gives no number, so 1.0 (half way) stands for it", where) if x),
         "async, sync_write and sync_apply"))
     for n, pub, extra in ((3, 2.5, "2.9x elsewhere in the article"), (5, 4.8, "")):
-        missing_n, where_n, m = _apart(manifest, n, "`read_nodes`", f"{n} Azure D8 VMs (8 cores, 32 GB), one per node")
+        missing_n, where_n, m = _apart(manifest, n, "`read_nodes`", f"{n} Azure D8 VMs (8 cores, 32 GB), one per node",
+                                       throttled(points, run_dir, n))
         rows.append(claims.comparison_row(
             claims.about(f"reads scale out: {n} nodes answer {pub}x the queries of 1 (queries/s n{n} / n1)", pub,
                          pub), rd[f"n{n}"], rd.noise, "; ".join(x for x in (extra, where_n) if x),
@@ -264,7 +290,7 @@ def analyze(run_dir: str | Path, derived_dir: str | Path, figures_dir: str | Pat
     summary = summary.merge(rates, on=["group", "config"], how="outer")
     summary = summary.merge(insert_latency(run_dir, points), on=["group", "config"], how="left")
     summary["kind"] = summary.kind.fillna(summary.group.map(dict(zip(points.group, points.kind, strict=False))))
-    comparison = compare(ratios, manifest, effects.steal_note(points))
+    comparison = compare(ratios, manifest, effects.steal_note(points), points, run_dir)
     checks = {"timescaledb": manifest.get("timescaledb", {}), "read_checks": manifest.get("read_checks", {}),
               "counts_equal": _counts_equal(run_dir)}
     metrics = headline(summary, comparison, manifest, par, failed, points, checks)

@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from pglab.hosts.base import Result
+from pglab.nodes import cpu_quota
 from pglab.nodes.node import Node
 from pglab.runs.store import Point
 from pglab.runs.sweep import Abort, Planned
@@ -141,10 +142,13 @@ def insert(st: State, pl: Planned, point: Point, layout: str, watch: Watch) -> s
     for sb in st.topo.standbys:
         if sb.name in st.streaming:
             st.primary.wait_for_replay(sb, timeout=600)
+    before = cpu_quota.stats({st.primary.name: st.primary.cpu_group})  # a machine per node: its quota used up?
     with watch({"primary": st.primary}):
         reason = load(st, point, mode)
     if reason:
         return reason
+    if before:
+        point.meta["cpu_groups"] = cpu_quota.used(before, cpu_quota.stats({st.primary.name: st.primary.cpu_group}))
     streaming = [sb for sb in st.topo.standbys if sb.name in st.streaming]
     point.meta["replay_after_load_s"] = {sb.name: round(st.primary.wait_for_replay(sb, timeout=600), 3)
                                          for sb in streaming}

@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from pglab.nodes import cpu_quota
 from pglab.nodes.node import Node
 from pglab.runs.store import Point, RunStore
 from pglab.runs.sweep import Abort, Planned
@@ -100,6 +101,7 @@ def read(st: State, pl: Planned, point: Point, layout: str, qtype: str) -> str |
     point.meta.update(layout=layout, query_type=qtype, nodes=n, clients_per_node=per, read_clients=p.read_clients,
                       warmup_s=p.warmup_s)
     cores = int(store.manifest["hosts"][st.client.host.name].get("cores", 2))
+    before = cpu_quota.stats({n.name: n.cpu_group for n in nodes})  # a machine per node: its quota's periods
     bgs, logs = [], {}
     try:
         for i, node in enumerate(nodes):
@@ -122,6 +124,8 @@ def read(st: State, pl: Planned, point: Point, layout: str, qtype: str) -> str |
                 bg.stop()
             st.s.untrack_background(bg)
     point.meta["exit_codes"] = codes
+    if before:  # how much of its quota each node used up: near all, the node (not the clients) was the limit
+        point.meta["cpu_groups"] = cpu_quota.used(before, cpu_quota.stats({n.name: n.cpu_group for n in nodes}))
     for node, _ in bgs:
         if logs.get(node.name):
             point.meta.setdefault("txlogs", {})[node.name] = pgbench.fetch_txlogs(point, node, logs[node.name],
