@@ -12,7 +12,9 @@ DECLARATION = Study(
     tables={"fsync.csv": "pg_test_fsync's operations per second by section and method: the disk's flush rate",
             "latency.csv": "the writes' per-transaction latency by level and client count",
             "flush_ladder.csv": "each level's ratio to on at each emulated flush latency (docs/emulation.md), with "
-                                "the flush rate each latency was measured at"},
+                                "the flush rate each latency was measured at",
+            "fidelity.csv": "under a calibrated emulation: every tps the article published beside the run's (a "
+                            "campaign's over its runs), calibration points and predictions (docs/emulation.md)"},
     figures=("published_vs_reproduced", "ratio_to_on", "standby_reads", "tps_by_clients", "waits", "flush_ladder"),
     plots=(Plot(name="synchronous_commit_ratio_to_on", title="synchronous_commit: tps / tps(on) by level",
                 x="clients", x_label="pgbench clients", y_label="tps relative to synchronous_commit = on",
