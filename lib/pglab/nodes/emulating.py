@@ -127,7 +127,7 @@ class Emulating:
         if e is None:
             return {}
         return {"said": e.words(), "flush_levels": [emu.label(x) for x in e.flush], "one_disk": e.one_disk,
-                "core_per_node": e.core_per_node,
+                "core_per_node": e.core_per_node, "machine_per_node": e.machine_per_node,
                 "disks": {k: {"host": d.host.name, "nodes": [n.name for n in self.nodes if n.flush is d],
                               "levels": d.measured, "measured": emu.said(d.measured)} for k, d in self.disks.items()},
                 "cores": {n.name: {"host": n.host.name, "cpus": n.cpus, "cpus_allowed": n.cpus_allowed}
