@@ -188,3 +188,14 @@ def test_the_studies_calibrate_on_the_articles_own_numbers_and_no_claims_ratio()
     for c in fdw_claims.claim_set().values():  # every claim rests on a foreign target: a prediction, never calibrated
         assert any("FDW" in p for p in fdw_fidelity.claim_points(c))
     assert sc_fidelity.level_points("local", [20]) == ["on @ 20 clients", "local @ 20 clients"]
+
+
+def test_a_campaigns_table_is_over_its_runs_in_the_articles_units() -> None:
+    """Each run's median times its own k is one value; the section says so and divides nothing by k."""
+    runs = [fidelity.table(ARTICLE, _measured(on=[v / k]), _calibration(k=k)) for v, k in ((300, 2.0), (330, 3.0))]
+    t = fidelity.pooled(runs)
+    on = t.set_index("point").loc[ON]
+    assert on["n"] == 2 and on["article_here"] == on["article"] and 300 <= on["emulated"] <= 330
+    assert t.set_index("point").loc[OFF, "role"] == "calibration"
+    h = fidelity_html.section_html(t, _calibration(k=3.0), runs=2)
+    assert "Divided by k" not in h and "shown divided by k" not in h and "multiplied back by its own k" in h

@@ -34,7 +34,7 @@ def _k(k: float) -> str:
     return f"{k:.3g}"
 
 
-def paragraph(calibration: dict[str, Any] | None) -> str:
+def paragraph(calibration: dict[str, Any] | None, pooled: bool = False) -> str:
     """What the calibration did, in words: the points it matched, the CPU share found, the slow motion."""
     k = fidelity.k_of(calibration)
     if not calibration:
@@ -50,7 +50,11 @@ def paragraph(calibration: dict[str, Any] | None) -> str:
         head = (f"{html.escape(what[:1].upper() + what[1:])} (a calibration aims within {fidelity.CALIBRATED:.0%} "
                 f"of the article's number{share}). Every other point is a prediction: the emulation was not tuned "
                 "to it.")
-    if k != 1:
+    if k != 1 and pooled:
+        slow = (f" This machine was slower than the article's, so that run was done in slow motion: every emulated "
+                f"time multiplied by k = {_k(k)}, which keeps the article's ratios and divides its rates by k; below, "
+                "each run's numbers are multiplied back by its own k, in the article's units.")
+    elif k != 1:
         slow = (f" This machine is slower than the article's, so the run was done in slow motion: every emulated time "
                 f"was multiplied by k = {_k(k)}, which keeps the article's ratios and divides its rates by k; the "
                 "article's numbers are shown divided by k.")
@@ -101,7 +105,7 @@ def section_html(t: pd.DataFrame, calibration: dict[str, Any] | None, runs: int 
     error = (f"Median absolute error of the predictions: {mae:.0%} (tolerance {tol})" if mae is not None
              else "No prediction was measured")
     # class beside: the report's card layout at phone width (a cell under its column's name, its title)
-    return ("<h2 id=\"fidelity\">How close the emulation came</h2>" + over + paragraph(calibration)
+    return ("<h2 id=\"fidelity\">How close the emulation came</h2>" + over + paragraph(calibration, runs > 1)
             + f"<div class=\"table\"><table class=\"fidelity beside\"><thead><tr>{head}</tr></thead>"
             f"<tbody>{body}</tbody></table></div>"
             f"<p class=\"meta\">{error}; a claim is judged under the emulation only where the predictions at its "
