@@ -215,7 +215,7 @@ def test_steal_flagged_points_are_marked_and_left_out_of_the_summary(tmp_path: P
     pulled_runs("synchronous_commit")
     points, _ = tables.points_table(REPO / "data" / "raw" / "synchronous_commit")
     writes = points[points.kind == "write"].copy()
-    flagged = writes[(writes.config == "off") & (writes["copy"] == 1)].index[:2]
+    flagged = writes[(writes.config == "off") & (writes["copy"] == 1)].index[:1]  # one of the shipped run's 2 blocks
     writes["steal_flag"] = False
     writes.loc[flagged, "steal_flag"] = True
     summary = tables.tps_summary(writes, ["clients", "config"]).rename(columns={"config": "level"})
@@ -230,7 +230,7 @@ def test_steal_flagged_points_are_marked_and_left_out_of_the_summary(tmp_path: P
         figures.save = real_save
     ax = drawn[0].axes[0]
     crosses = [c for c in ax.collections if c.get_label() == figures.STEAL_LABEL]
-    assert len(crosses) == 1 and len(crosses[0].get_offsets()) == 2
+    assert len(crosses) == 1 and len(crosses[0].get_offsets()) == 1
     assert figures.STEAL_LABEL in [t.get_text() for t in ax.get_legend().get_texts()]
     plt.close("all")
 

@@ -118,3 +118,10 @@ def stacked_bars(wide: pd.DataFrame, out: str | Path, name: str, title: str, xla
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return save(fig, out, name)
+
+
+def suptitle(fig: plt.Figure, text: str, per_inch: float = 8.0) -> None:
+    """A figure's title, wrapped to the figure's width (a figure of one or two panels is narrow, its title not)."""
+    import textwrap
+
+    fig.suptitle(textwrap.fill(text, width=max(30, int(fig.get_figwidth() * per_inch))))

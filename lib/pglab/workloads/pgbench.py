@@ -91,9 +91,9 @@ def start(node: Node, point: Point, argv: list[str], *, prefix: str,
 def pinned(node: Target, client: Client | None, argv: list[str]) -> list[str]:
     """A workload run from its node's own host shares the node's core and CPU share (``emulate``); from another
     host it is not pinned."""
-    cpus = getattr(node, "cpus", None)  # a Node pinned to a core; other targets never are
+    cpus = getattr(node, "cpus", None)  # a Node pinned to a core; other targets (a managed server) never are
     group = getattr(node, "cpu_group", None)  # and its CPU share, a cgroup quota
-    if client is not None and client.host.name != node.host.name:  # type: ignore[attr-defined]
+    if (cpus or group) and client is not None and client.host.name != node.host.name:  # type: ignore[attr-defined]
         cpus = group = None
     return cpu_quota.confined(argv, cpus, group)
 

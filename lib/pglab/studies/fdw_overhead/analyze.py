@@ -141,8 +141,9 @@ def compare(ratios: pd.DataFrame, points: pd.DataFrame, reference_dir: Path, man
     props = machines(points, ref, hardware.instances(
         where, placement.separate(manifest, [par.source_host], [par.external_host_name])),
         hardware.emulated_flush(manifest), fidelity.k_of(calibration))
-    cpu = hardware.cpu_speed(calibration, "fixed by the article's own local transactions at 1 client (87 us RO, "
-                             "4.6 ms RW)")
+    # uncalibrated, the per-query CPU above already names the CPU; calibrated, whether the calibration matched
+    cpu = [hardware.cpu_speed(calibration, "fixed by the article's own local transactions at 1 client (87 us RO, "
+                              "4.6 ms RW)")] if calibration else []
     kw: dict[str, Any] = {"aa": blocks.aa(), "adaptive": claims.first_look(manifest)}
     extra = {"RW": [rt.get("RW", ""), wait_note(_kind(waits, "RW"), "FDW_local", "local"), steal],
              "RO": [rt.get("RO", ""), wait_note(_kind(waits, "RO"), "FDW_local", "local"), steal],
@@ -163,7 +164,7 @@ def compare(ratios: pd.DataFrame, points: pd.DataFrame, reference_dir: Path, man
         x = blocks.values(key)
         note = "; ".join(s for s in (c.how, *extra.get(key, [])) if s)
         gated = [hardware.emulation_fidelity(*fidelity.gate(fid, fdw_fidelity.claim_points(c)))] if len(fid) else []
-        machine = hardware.joint(props["instances"], *(props[d] for d in c.depends), cpu, *gated)
+        machine = hardware.joint(props["instances"], *(props[d] for d in c.depends), *cpu, *gated)
         rows.append(claims.comparison_row(c.claim, x, blocks.noise_floor(), note, measurable=len(x) > 0,
                                           why_not=why_not[key], machine=machine, **kw))
     return claims.comparison_frame(rows)

@@ -62,8 +62,8 @@ def fig_tps(points: pd.DataFrame, summary: pd.DataFrame, out: Path) -> list[Path
         _target_ticks(ax, order)
         ax.set_ylabel("tps in the measured window (log)" if ax is axes[0][0] else "")
     s = summary[summary.target.isin(targets)].dropna(subset=["tps_median"])
-    fig.suptitle(f"pgbench tps by target (dots: points; whiskers: median and "
-                 f"{tables.caption(s, method='tps_method', n='tps_n')})")
+    figures.suptitle(fig, f"pgbench tps by target (dots: points; whiskers: median and "
+                          f"{tables.caption(s, method='tps_method', n='tps_n')})")
     return figures.save(fig, out, "tps_by_target")
 
 
@@ -134,7 +134,7 @@ def fig_latency(latency: pd.DataFrame, out: Path) -> list[Path]:
                for name, m in PERCENTILES.values()]
     handles.append(Line2D([], [], color="grey", lw=2.5, alpha=0.5, label="p50 to p99"))
     figures.outside_legend(axes[0][-1], handles=handles, title="percentile", fontsize=8, title_fontsize=8)
-    fig.suptitle("Latency percentiles by target, merged over every transaction of every block (pgbench -l)")
+    figures.suptitle(fig, "Latency percentiles by target, merged over every transaction of every block (pgbench -l)")
     return figures.save(fig, out, "latency_by_target")
 
 
