@@ -38,6 +38,12 @@ def problems(host: Host) -> list[str]:
     return []
 
 
+def run_prefix(workspace: str) -> str:
+    """The start of the names of a run's groups on a host: pglab-<its workspace folder>- (made by a Deployment,
+    removed by the session, or by ``pglab cleanup`` after a kill)."""
+    return f"{PREFIX}{workspace.rstrip('/').rsplit('/', 1)[-1]}-"
+
+
 @dataclass
 class CpuGroup:
     """One emulated CPU: a cgroup whose quota is ``share`` of ``cores`` cores (1 for a node pinned to a core)."""

@@ -51,7 +51,7 @@ class Emulating:
                 if key not in self.cpu_groups:
                     cores = 1 if e.per_node else emu.host_cores(node.host)
                     share = 1.0 if e.calibrated else float(e.cpu_share)
-                    name = f"{cpu_quota.PREFIX}{node.ws.base.rstrip('/').rsplit('/', 1)[-1]}-{key}"
+                    name = f"{cpu_quota.run_prefix(node.ws.base)}{key}"
                     self.cpu_groups[key] = cpu_quota.CpuGroup(node.host, name, node.user, cores, share).create()
                 node.cpu_group = self.cpu_groups[key]
         return node

@@ -222,7 +222,7 @@ def _clean_run(path: Path, manifest: dict[str, Any], inventory: Inventory, force
                     host.run(["rm", "-f", f"{base}/pgpass"])
                     act(f"removed passfile {host_name}:{base}/pgpass", "done")
                 act(f"kept {host_name}:{base} on disk (server logs and data of the run)", "done")
-                mine = f"{cpu_quota.PREFIX}{base.rstrip('/').rsplit('/', 1)[-1]}-"  # its nodes' CPU groups, emptied
+                mine = cpu_quota.run_prefix(base)  # its nodes' CPU groups, emptied
                 for group in (g for g in cpu_quota.leftovers(host) if g.startswith(mine)):
                     host.run(["rmdir", f"{cpu_quota.ROOT}/{group}"], check=False)
                     act(f"removed CPU group {host_name}:{cpu_quota.ROOT}/{group}", "done")
