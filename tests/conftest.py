@@ -16,8 +16,10 @@ from pathlib import Path
 
 # Set before pglab is imported (``pglab.hosts.machine_state`` reads them once): the suite runs collects side by side,
 # so every run would find the machine busy; it starts them marked (tests/test_machine_state.py checks the refusal
-# with these unset), and probes the machine for 0.2 s instead of 1 s.
+# with these unset), keeps them in its verdicts over runs (tests/test_over_runs.py checks the leaving out), and
+# probes the machine for 0.2 s instead of 1 s.
 os.environ.setdefault("PGLAB_BUSY_OK", "1")
+os.environ.setdefault("PGLAB_WITH_MARKED", "1")
 os.environ.setdefault("PGLAB_PROBE_S", "0.2")
 
 import pytest  # noqa: E402

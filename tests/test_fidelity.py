@@ -178,10 +178,12 @@ def test_the_studies_calibrate_on_the_articles_own_numbers_and_no_claims_ratio()
 
     ref = Path(__file__).resolve().parent.parent / "data" / "reference"
     sc = sc_fidelity.article_points(ref, "on").set_index("point").article
-    level, clients, tps = sc_claims.CALIBRATION
-    assert len(sc) == 42 and sc[sc_fidelity.point(level, clients)] == pytest.approx(tps)
-    assert level not in sc_claims.LEVEL_CLAIMS or level == "off"  # off/on is a claim: on is never calibrated
-    assert all(sc_fidelity.point("on", c) not in {sc_fidelity.point(level, clients)} for c in (10, 20))
+    assert len(sc) == 42 and set(sc_claims.CALIBRATION) == {"cpu", "flush"}
+    for level, clients, tps in sc_claims.CALIBRATION.values():
+        assert sc[sc_fidelity.point(level, clients)] == pytest.approx(tps)
+        assert level != "on"  # every level claim is over on: on is never calibrated, nor a claim's judged count
+    calibrated = {sc_fidelity.point(lv, c) for lv, c, _ in sc_claims.CALIBRATION.values()}
+    assert not calibrated & set(sc_fidelity.level_points("local", [20]) + sc_fidelity.order_points([20]))
     fdw = fdw_fidelity.article_points(ref).set_index("point").article
     for kind, (_, figure) in fdw_claims.CALIBRATION.items():
         assert fdw[fdw_fidelity.point(kind, "local")] == pytest.approx(figure)

@@ -95,3 +95,30 @@ def test_your_ledger_takes_in_the_reference_and_never_writes_it(ledger: Path, tm
     assert ref.read_bytes() == before
     with Ledger(data / "ledger.sqlite") as L:
         assert len(book.runs(L)) == 7
+
+
+def test_a_marked_run_is_left_out_of_list_compare_and_history_unless_asked(
+        ledger: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A run that started on a busy machine is kept in the ledger with why, and counted apart in every view."""
+    busy = tmp_path / "20261202T000000Z-b0b0b0"
+    shutil.copytree(RAW / "fdw_overhead", busy)
+    m = json.loads((busy / "manifest.json").read_text())
+    m.update(run_id=busy.name, start="2026-12-02T00:00:00+00:00")
+    m["machine"] = {"before": {}, "after": {}, "busy_at_start": ["host local: other processes took 45% of the CPU"]}
+    (busy / "manifest.json").write_text(json.dumps(m))
+    with Ledger(ledger) as L:
+        book.add(L, busy, DERIVED / "fdw_overhead")
+        assert book.marked_count(L) == 1 and busy.name not in set(book.runs(L, with_marked=False).run_id)
+    assert main(["ledger", "list", "--ledger", str(ledger)]) == 0
+    out = capsys.readouterr().out
+    assert "b0b0b0" not in out and "1 run marked for a busy or moving machine left out" in out
+    assert main(["ledger", "list", "--with-marked", "--ledger", str(ledger)]) == 0
+    assert "b0b0b0" in capsys.readouterr().out
+    assert main(["ledger", "show", "b0b0b0", "--ledger", str(ledger)]) == 0
+    assert "45% of the CPU" in capsys.readouterr().out
+    assert main(["ledger", "compare", "fdw_overhead", "--ledger", str(ledger)]) == 0
+    out = capsys.readouterr().out
+    assert "b0b0b0" not in out and "left out" in out
+    page = tmp_path / "h.html"
+    assert main(["ledger", "history", "--out", str(page), "--ledger", str(ledger)]) == 0
+    assert "1 run(s) marked" in page.read_text() and "b0b0b0" not in page.read_text()

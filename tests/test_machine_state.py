@@ -53,6 +53,8 @@ def test_busy_and_drift_rules() -> None:
     assert machine_state.busy(idle) == []
     assert machine_state.busy({**idle, "load1": 2.5}) == ["the load is 2.5 on 2 cores"]
     assert machine_state.drift(idle, {**idle, "cpu_loop_ms": 45.0}) == []
+    assert machine_state.drift(idle, {**idle, "cpu_loop_ms": 70.0, "flush_ops_s": 7000.0}) == []  # this VM's swings
+    assert len(machine_state.drift(idle, {**idle, "cpu_loop_ms": 19.0, "flush_ops_s": 6500.0})) == 2
     moved = machine_state.drift(idle, {**idle, "cpu_loop_ms": 120.0, "flush_ops_s": 500.0, "boot_id": "b"})
     assert len(moved) == 3 and "rebooted" in moved[0] and "+200%" in moved[1] and "-95%" in moved[2]
 
@@ -88,3 +90,21 @@ def test_asked_a_busy_machine_is_measured_and_the_run_marked(tmp_path: Path, hog
     assert "Marked: this run is no run of a machine sitting still" in shown and "other processes took" in shown
     metas = [json.loads(p.read_text()) for p in (tmp_path / "pub" / "raw" / "synchronous_commit").glob("*/meta.json")]
     assert metas and all("busy" in x and "busy_flag" in x for x in metas if x.get("status") == "ok" and "cpu" in x)
+
+
+def test_marks_are_recomputed_by_todays_rule_and_the_env_keeps_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A drift recorded by an older, tighter rule is no mark today; busy at the start always is."""
+    from pglab.runs import machine
+
+    probe = {"cpu_loop_ms": 30.0, "flush_ops_s": 5000.0, "boot_id": "a"}
+    old = {"machine": {"before": {"local": probe}, "after": {"local": {**probe, "cpu_loop_ms": 48.0}},
+                       "marked": ["host local: the CPU probe's time moved from 30 to 48 (+60%; at most ±25%)"],
+                       "busy_at_start": []}}
+    busy = {"machine": {"before": {"local": probe}, "after": {"local": probe}, "busy_at_start": ["host local: x"]}}
+    moved = {"machine": {"before": {"local": probe}, "after": {"local": {**probe, "flush_ops_s": 3000.0}}}}
+    assert machine.marks(old) == [] and machine.marks({}) == [] and machine.marks(busy) == ["host local: x"]
+    assert "flush rate moved" in machine.marks(moved)[0]
+    monkeypatch.delenv(machine.WITH_MARKED, raising=False)
+    assert machine.left_out({"a": old, "b": busy, "c": moved}).keys() == {"b", "c"}
+    monkeypatch.setenv(machine.WITH_MARKED, "1")
+    assert machine.left_out({"b": busy}) == {}

@@ -212,3 +212,20 @@ def test_an_ordering_over_runs_decides_each_step_not_the_weaker_one_each_run_sho
     assert claim_row("x < y < z", rows(a, b, lack=True))["verdict"] == "not resolvable here"
     assert claim_row("x < y < z", rows([x + 0.5 for x in a], [x + 0.4 for x in b]))["verdict"] == "held"
     assert claim_row("x < y < z", rows([x + 0.5 for x in a], [x - 0.2 for x in b]))["verdict"] == "did not hold"
+
+
+def test_marked_runs_are_left_out_of_the_verdict_and_said() -> None:
+    """A run whose machine was busy or moved decides nothing; with every run marked there is no verdict."""
+    f = frames([1.10, 1.12], [1.20, 1.22], [1.15, 1.13], [1.18, 1.16], [1.11, 1.13], [0.60, 0.62])
+    ids = list(f)
+    alone = over_runs.comparison({i: f[i] for i in ids[:5]}).iloc[0]
+    row = over_runs.comparison(f, marked={ids[5]: "host local: other processes took 40% of the CPU"}).iloc[0]
+    assert row["runs"] == 5 and row["reproduced"] == alone["reproduced"] and row["verdict"] == "held"
+    assert row["left_out"] == ids[5] and "1 of 6 runs left out" in row["note"] and "40% of the CPU" in row["note"]
+    assert over_runs.comparison(f).iloc[0]["runs"] == 6  # unmarked: all six count
+    every = over_runs.comparison(f, marked={i: "moved" for i in ids}).iloc[0]
+    assert every["verdict"] == "not resolvable here" and every["here_verdict"] in ("held", "did not hold",
+                                                                                   "not resolvable here")
+    assert every["note"].startswith("every run is marked")
+    table = over_runs.runs_table(f, {ids[5]: "busy"})
+    assert list(table[table.run_id == ids[5]].marked) == ["busy"] and set(table[table.run_id != ids[5]].marked) == {""}

@@ -39,7 +39,8 @@ MAX_SETTLE = 100  # beyond this many runs, "more runs" is no answer
 POWER = 0.8  # runs_to_settle: the share of campaigns of that many runs that decide, if the runs stay as measured
 METHOD = "t over runs"
 RUNS_CSV = "runs.csv"  # beside comparison.csv: one row per claim and run (``runs_table``)
-RUN_COLUMNS = ["runs", "run_ids", "run_values", "run_verdicts", "within_sd", "between_sd", "icc", "loo", "settle"]
+RUN_COLUMNS = ["runs", "run_ids", "run_values", "run_verdicts", "within_sd", "between_sd", "icc", "loo", "settle",
+               "left_out"]
 ONE_RUN = ("one run: its interval is over the blocks of that run only, and another run on the same machine "
            "may differ as much as its blocks do (a campaign of 5 runs, `runs: 5`, decides over runs)")
 
@@ -297,24 +298,48 @@ def _round(v: float) -> float:
     return round(float(v), 4) if not pd.isna(v) else math.nan
 
 
-def comparison(frames: Mapping[str, pd.DataFrame], confidence: float = CONFIDENCE) -> pd.DataFrame:
+def comparison(frames: Mapping[str, pd.DataFrame], confidence: float = CONFIDENCE,
+               marked: Mapping[str, str] | None = None) -> pd.DataFrame:
     """comparison.csv over runs from each run's own (run id -> frame, oldest first): one row per claim, in the
-    last run's order, with the run columns (``RUN_COLUMNS``) after the run's own."""
+    last run's order, with the run columns (``RUN_COLUMNS``) after the run's own. ``marked`` (run id -> why: the
+    machine was busy, or moved during the run) are left out of every verdict, and each row says so; when every run
+    is marked no verdict is given ("not resolvable here"), the one over the marked runs kept as ``here_verdict``."""
     if not frames:
         raise ValueError("a verdict over runs needs at least one run")
     ids = list(frames)
+    marked = {i: why for i, why in (marked or {}).items() if why and i in frames}
+    kept = {i: f for i, f in frames.items() if i not in marked} or frames
     last = frames[ids[-1]]
     out = []
     for claim in last["claim"]:
-        rows = {i: frames[i][frames[i]["claim"] == claim].iloc[0].to_dict() for i in ids
-                if (frames[i]["claim"] == claim).any()}
-        out.append(claim_row(claim, rows, confidence))
+        rows = {i: f[f["claim"] == claim].iloc[0].to_dict() for i, f in kept.items() if (f["claim"] == claim).any()}
+        if not rows:  # only marked runs have it
+            rows = {i: frames[i][frames[i]["claim"] == claim].iloc[0].to_dict() for i in ids
+                    if (frames[i]["claim"] == claim).any()}
+        row = claim_row(claim, rows, confidence)
+        out.append(_left_out(row, marked, len(frames), all_marked=set(rows) <= set(marked)))
     cols = [*last.columns, *(c for c in RUN_COLUMNS if c not in last.columns)]
     return pd.DataFrame(out).reindex(columns=cols)
 
 
-def runs_table(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
-    """One row per (claim, run): each run's own value, interval, blocks and verdict (``runs.csv``)."""
+def _left_out(row: dict[str, Any], marked: Mapping[str, str], n: int, all_marked: bool) -> dict[str, Any]:
+    """A row over runs told which runs were left out and why (``comparison``)."""
+    if not marked:
+        return {**row, "left_out": ""}
+    why = "; ".join(f"{_short(i)}: {w}" for i, w in marked.items())
+    if all_marked:
+        said = (f"every run is marked ({why}): no verdict rests on a machine that did not sit still; over the marked "
+                f"runs it would be \"{row['verdict']}\" (PGLAB_WITH_MARKED=1 decides over them)")
+        row.update(here_verdict=row["verdict"], verdict="not resolvable here")
+    else:
+        said = (f"{len(marked)} of {n} runs left out, marked ({why}): decided over the other {n - len(marked)} "
+                "(PGLAB_WITH_MARKED=1 keeps them)")
+    return {**row, "left_out": " ".join(marked), "note": "; ".join(s for s in (said, str(row.get("note") or "")) if s)}
+
+
+def runs_table(frames: Mapping[str, pd.DataFrame], marked: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """One row per (claim, run): each run's own value, interval, blocks and verdict, and why it is marked
+    (left out of the verdicts over runs) if it is (``runs.csv``)."""
     keep = ["claim", "reproduced", "ci_low", "ci_high", "blocks", "verdict", "here_verdict", "aa_median"]
-    parts = [f.reindex(columns=keep).assign(run_id=i) for i, f in frames.items()]
-    return pd.concat(parts, ignore_index=True)[["claim", "run_id", *keep[1:]]]
+    parts = [f.reindex(columns=keep).assign(run_id=i, marked=(marked or {}).get(i, "")) for i, f in frames.items()]
+    return pd.concat(parts, ignore_index=True)[["claim", "run_id", *keep[1:], "marked"]]

@@ -3,7 +3,8 @@
 Layout of the analysis (``data/derived/<study>/``)::
 
     comparison.csv            one row per claim: the verdict over the runs (pglab.analysis.over_runs), each run's
-                              value and verdict, the within- and between-run spread, what would settle it
+                              value and verdict, the within- and between-run spread, what would settle it; runs
+                              marked for a busy or moving machine (pglab.runs.machine.marks) left out, and said
     runs.csv                  one row per claim and run: that run's own value, interval and verdict
     runs/<run-id>/            each run's own tables (comparison.csv with its per-block values, points.csv, ...)
     points.csv, figures, ...  the campaign's last run, as for a single run: the verdicts are over the runs,
@@ -24,7 +25,7 @@ import pandas as pd
 
 from pglab.analysis import fidelity, over_runs
 from pglab.analysis.result import OverRuns, deciding_over_runs
-from pglab.runs import campaign
+from pglab.runs import campaign, machine
 from pglab.runs.reading import load_manifest
 from pglab.studies import module
 
@@ -35,7 +36,9 @@ def analyze(study: str, run_dir: Path, derived: Path, figures: Path, reference: 
     """The campaign published in ``run_dir`` analysed into ``derived`` and ``figures``; returns the last run's
     Analysis, whose ``comparison`` is the one over the runs."""
     members = campaign.members(run_dir)
-    ids = [str(load_manifest(m, study=study)["run_id"]) for m in members]
+    manifests = [load_manifest(m, study=study) for m in members]
+    ids = [str(m["run_id"]) for m in manifests]
+    marked = machine.left_out(dict(zip(ids, manifests, strict=True)))
     analyze_run = module(study, "analyze").analyze
     shutil.rmtree(derived / campaign.OWN, ignore_errors=True)  # derived, never raw: an earlier campaign's runs go
     own: dict[str, pd.DataFrame] = {}
@@ -46,11 +49,11 @@ def analyze(study: str, run_dir: Path, derived: Path, figures: Path, reference: 
 
     def decide(last: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
         frames = {**own, ids[-1]: last}
-        extra = {over_runs.RUNS_CSV: over_runs.runs_table(frames)}
+        extra = {over_runs.RUNS_CSV: over_runs.runs_table(frames, marked)}
         tables = [derived / campaign.OWN / i / FIDELITY for i in ids]
         if all(t.exists() for t in tables):  # an emulated study's: over the runs, each run's median one value
             extra[FIDELITY] = fidelity.pooled([pd.read_csv(t) for t in tables])
-        return over_runs.comparison(frames), extra
+        return over_runs.comparison(frames, marked=marked), extra
 
     with deciding_over_runs(OverRuns(derived / campaign.OWN / ids[-1], decide)):
         return analyze_run(run_dir, derived, figures, reference)

@@ -3,12 +3,10 @@
 Why: a study's report shows one run; whether a verdict is a property of the claim or of one evening's machine
 shows only across runs. This page draws, per claim, every run's reproduced value and interval in the order the
 runs started, against the article's number, coloured by machine and marked by PostgreSQL version, with the
-runs in a table below and the verdicts counted; then what each study's runs cost. It is the study reports'
-frame (``report._page``: one CSP, one style, the body through ``report_notebook.clean_html``) with a viewport
-tag, figures as embedded PNG, and nothing that depends on when it was made: the same ledger writes the same
-bytes. Every text from the ledger (claims, labels, verdicts) comes from files and is escaped.
-
-``python -m pglab.app.history [--ledger URL] [--out reports/history.html]``
+runs in a table below and the verdicts counted; then what each study's runs cost; runs marked for a busy or
+moving machine left out unless asked. The study reports' frame (``report._page``) with a viewport tag, figures
+as embedded PNG, nothing that depends on when it was made (the same ledger writes the same bytes), every text
+from the ledger escaped. ``python -m pglab.app.history [--ledger URL] [--out FILE] [--with-marked]``
 """
 
 from __future__ import annotations
@@ -343,18 +341,19 @@ def opening(runs: pd.DataFrame, studies: list[str], names: dict[str, str]) -> st
         pgs = sorted({_pg(v, f) for v, f in zip(mine.pg_version, mine.pg_family, strict=True)})
         body.append(f"<tr><td>{name}</td><td class=wrap>{_e(label.iloc[0] if len(label) else 'unknown machine')}</td>"
                     f"<td class=num>{len(mine)}</td><td>{_e(', '.join(pgs))}</td></tr>")
-    out.append(f"<div class=\"table\"><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody>"
-               "</table></div>")
-    return "".join(out)
+    return "".join(out) + f"<div class=\"table\"><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody>" \
+        "</table></div>"
 
 
-def history_html(claims: pd.DataFrame, runs: pd.DataFrame) -> str:
-    """The page (pure: the same frames give the same bytes)."""
+def history_html(claims: pd.DataFrame, runs: pd.DataFrame, left_out: int = 0) -> str:
+    """The page (pure: the same frames give the same bytes); ``left_out``: the marked runs not drawn."""
     figures.style()
     runs = runs.sort_values(["started", "run_id"], kind="stable", na_position="first").reset_index(drop=True)
     claims = claims.sort_values(["started", "run_id", "claim"], kind="stable", na_position="first")
     studies, look = studies_of(runs), _style_of(runs)
     body = ["<h1>pglab: every run so far</h1>", opening(runs, studies, look[2])]
+    body += [f"<p>{left_out} run(s) marked for a busy or moving machine (docs/running.md) left out; <code>pglab "
+             "ledger history --with-marked</code> draws them.</p>"] if left_out else []
     for i, study in enumerate(studies, 1):
         order = runs[runs.study == study].reset_index(drop=True)
         body.append(study_section(study, claims, order, look, f"s{i}"))
@@ -366,19 +365,21 @@ def history_html(claims: pd.DataFrame, runs: pd.DataFrame) -> str:
     return framed
 
 
-def write(ledger: Ledger, out: Path) -> Path:
-    """The page of ``ledger``'s runs and claims, written to ``out``."""
+def write(ledger: Ledger, out: Path, with_marked: bool = False) -> Path:
+    """The page of ``ledger``'s runs and claims, written to ``out``; the marked runs left out unless ``with_marked``."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(history_html(book.claims(ledger), book.runs(ledger)), encoding="utf-8")
+    claims, runs = book.claims(ledger, with_marked=with_marked), book.runs(ledger, with_marked=with_marked)
+    out.write_text(history_html(claims, runs, 0 if with_marked else book.marked_count(ledger)), encoding="utf-8")
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m pglab.app.history", description=__doc__.split("\n\n")[0])
-    p.add_argument("--ledger", help="the ledger: a SQLite file or postgresql://user@host/db (default "
-                                    "$PGLAB_LEDGER, else yours, data/ledger.sqlite, with the shipped runs beside "
-                                    "yours; the pipeline's history stage draws data/ledger/reference.sqlite.gz alone)")
+    p.add_argument("--ledger", help="a SQLite file or postgresql://user@host/db (default $PGLAB_LEDGER, else yours, "
+                                    "data/ledger.sqlite, with the shipped runs; the pipeline's stage draws "
+                                    "data/ledger/reference.sqlite.gz alone)")
     p.add_argument("--out", type=Path, default=Path("reports/history.html"), help="the page to write")
+    p.add_argument("--with-marked", action="store_true", help="draw the runs marked for a busy or moving machine too")
     a = p.parse_args(argv)
 
     def run(a: argparse.Namespace) -> int:
@@ -389,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         with Ledger(url) as ledger:
             if is_yours(a.ledger):
                 book.with_reference(ledger)
-            print(write(ledger, a.out))
+            print(write(ledger, a.out, a.with_marked))
         return 0
 
     return exits.run(run, a)

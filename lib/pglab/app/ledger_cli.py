@@ -82,12 +82,20 @@ def _tally(claims: pd.DataFrame) -> pd.Series:
     return claims.groupby("run_id")["verdict"].agg(one) if len(claims) else pd.Series(dtype=str)
 
 
+def _left_out(a: argparse.Namespace, ledger: Ledger, study: str | None) -> None:
+    """Say how many marked runs a view left out, and how to see them."""
+    if not a.with_marked and (n := book.marked_count(ledger, study)):
+        say(f"{n} run{'s' if n != 1 else ''} marked for a busy or moving machine left out (--with-marked shows them; "
+            "`pglab ledger show RUN` says why)")
+
+
 def cmd_list(a: argparse.Namespace, ledger: Ledger) -> int:
-    runs = book.runs(ledger, a.study)
+    runs = book.runs(ledger, a.study, with_marked=a.with_marked)
     if runs.empty:
         say(f"no runs{' of ' + a.study if a.study else ''} in {ledger.shown}")
+        _left_out(a, ledger, a.study)
         return 0
-    tally = _tally(book.claims(ledger, a.study))
+    tally = _tally(book.claims(ledger, a.study, with_marked=a.with_marked))
     show = pd.DataFrame({"started": runs["started"].str.slice(0, 16).str.replace("T", " "), "study": runs["study"],
                          "run": runs["run_id"], "profile": runs["profile"], "status": runs["status"],
                          "PostgreSQL": runs["pg_version"].fillna("?") + " " + runs["pg_family"].fillna(""),
@@ -97,6 +105,7 @@ def cmd_list(a: argparse.Namespace, ledger: Ledger) -> int:
     machines = runs.drop_duplicates("machine_key")
     for key, label in zip(machines["machine_key"], machines["machine"], strict=True):
         say(f"machine {key}: {label}")
+    _left_out(a, ledger, a.study)
     return 0
 
 
@@ -106,8 +115,8 @@ def cmd_show(a: argparse.Namespace, ledger: Ledger) -> int:
     say(f"{'run':16} {run_id}")
     for k in ("study", "profile", "status", "started", "ended", "wall_s", "measuring_share", "own_cpu_s", "seed",
               "blocks", "points_total", "points_failed", "machine", "machine_key", "pg_version", "pg_family",
-              "git_revision", "dvc_hash"):
-        say(f"{k:16} {r[k]}")
+              "git_revision", "dvc_hash", "marked"):
+        say(f"{k:16} {'' if pd.isna(r[k]) else r[k]}" if k == "marked" else f"{k:16} {r[k]}")
     c = book.claims(ledger, str(r["study"]))
     c = c[c["run_id"] == run_id]
     if c.empty:
@@ -134,7 +143,7 @@ def _find(ledger: Ledger, run: str) -> str:
 def cmd_compare(a: argparse.Namespace, ledger: Ledger) -> int:
     """Per claim, every run's value and verdict, in groups of comparable runs (one machine class, one PostgreSQL
     build, one profile, one emulation): runs of different groups are shown apart, never pooled."""
-    c = book.claims(ledger, a.study)
+    c = book.claims(ledger, a.study, with_marked=a.with_marked or bool(a.runs))  # runs named are asked for
     c["emulation"] = c["emulation"].fillna("")
     for col, want in (("machine_key", a.machine), ("pg_version", a.pg), ("profile", a.profile)):
         if want:
@@ -163,6 +172,8 @@ def cmd_compare(a: argparse.Namespace, ledger: Ledger) -> int:
     if groups.ngroups > 1:
         say(f"{groups.ngroups} groups of runs that differ in machine, PostgreSQL build, profile or emulation: "
               "compared side by side, never pooled")
+    if not a.runs:
+        _left_out(a, ledger, a.study)
     return 0
 
 
@@ -300,7 +311,7 @@ def pipeline_output(path: Path) -> str | None:
 def cmd_history(a: argparse.Namespace, ledger: Ledger) -> int:
     from pglab.app.history import write
 
-    say(f"history of {ledger.shown}: {write(ledger, Path(a.out))}")
+    say(f"history of {ledger.shown}: {write(ledger, Path(a.out), a.with_marked)}")
     return 0
 
 
@@ -334,6 +345,8 @@ def cmd_ledger(a: argparse.Namespace) -> int:
 
 
 READING = (cmd_list, cmd_show, cmd_compare, cmd_history)
+WITH_MARKED = ("also the runs marked for a busy or moving machine (left out by default: docs/running.md); runs "
+               "named are always shown")
 
 
 def add_parser(sub: Any, data_root_help: str, reference_help: str) -> None:
@@ -354,6 +367,7 @@ def add_parser(sub: Any, data_root_help: str, reference_help: str) -> None:
     p.add_argument("--derived", help="the analysis of the one RUN given (a folder with points.csv, comparison.csv)")
     p = command("list", cmd_list, "one line per run: when, study, status, PostgreSQL, machine, verdicts")
     p.add_argument("--study", choices=STUDIES, help="only this study's runs")
+    p.add_argument("--with-marked", action="store_true", help=WITH_MARKED)
     p = command("show", cmd_show, "one run: its record and its claims")
     p.add_argument("run", metavar="RUN", help="a run id, or its last part (b7c23a)")
     p = command("compare", cmd_compare, "per claim, every run's value and verdict, in groups of comparable runs")
@@ -362,6 +376,7 @@ def add_parser(sub: Any, data_root_help: str, reference_help: str) -> None:
     p.add_argument("--machine", help="only runs on this machine key (see `pglab ledger list`)")
     p.add_argument("--pg", help="only runs on this PostgreSQL version (15.18)")
     p.add_argument("--profile", help="only runs of this profile")
+    p.add_argument("--with-marked", action="store_true", help=WITH_MARKED)
     p = command("merge", cmd_merge, "add every run and analysis of other ledgers (a colleague's file, a team's "
                                     "URL), each checked and only read")
     p.set_defaults(func=cmd_merge)
@@ -381,3 +396,4 @@ def add_parser(sub: Any, data_root_help: str, reference_help: str) -> None:
                                         "time")
     p.add_argument("--out", default=YOUR_HISTORY, help=f"the page to write (default {YOUR_HISTORY}; never a file "
                                                        "the DVC pipeline writes, such as reports/history.html)")
+    p.add_argument("--with-marked", action="store_true", help=WITH_MARKED)

@@ -143,29 +143,40 @@ def record(run: str | Path, derived: str | Path | None = None, *, data_root: str
 # -- reading ----------------------------------------------------------------------------------------------
 
 
+#: a run that sat still: no mark, or none known (a row added before the ledger kept marks)
+UNMARKED = "(r.marked IS NULL OR r.marked = '')"
+
+
 def frame(ledger: Ledger, sql: str, params: tuple[Any, ...] = ()) -> pd.DataFrame:
     cols, found = ledger.columns(sql, params)
     return pd.DataFrame(found, columns=cols)
 
 
-def runs(ledger: Ledger, study: str | None = None) -> pd.DataFrame:
-    """One row per run, oldest first, with its machine's label and whether it has an analysis."""
-    where = "WHERE r.study = ?" if study else ""
+def runs(ledger: Ledger, study: str | None = None, with_marked: bool = True) -> pd.DataFrame:
+    """One row per run, oldest first, with its machine's label and whether it has an analysis; without
+    ``with_marked``, the runs marked for a busy or moving machine left out (``marked``)."""
+    where = " AND ".join(([] if with_marked else [UNMARKED]) + (["r.study = ?"] if study else []))
     return frame(ledger, "SELECT r.*, m.label AS machine, CASE WHEN a.digest IS NULL THEN 0 ELSE 1 END AS analysed, "
                          "a.n_claims FROM runs r LEFT JOIN machines m USING (machine_key) "
-                         f"LEFT JOIN analyses a USING (run_id) {where} ORDER BY r.started, r.run_id",
-                 (study,) if study else ())
+                         f"LEFT JOIN analyses a USING (run_id) {'WHERE ' + where if where else ''} "
+                         "ORDER BY r.started, r.run_id", (study,) if study else ())
 
 
-def claims(ledger: Ledger, study: str | None = None) -> pd.DataFrame:
+def claims(ledger: Ledger, study: str | None = None, with_marked: bool = True) -> pd.DataFrame:
     """One row per (run, claim): the claim's verdict, value and interval, with the run's study, profile, start,
-    machine and PostgreSQL build, oldest run first."""
-    where = "WHERE r.study = ?" if study else ""
+    machine and PostgreSQL build, oldest run first; without ``with_marked``, marked runs' claims left out."""
+    where = " AND ".join(([] if with_marked else [UNMARKED]) + (["r.study = ?"] if study else []))
     return frame(ledger, "SELECT r.study, c.*, r.profile, r.started, r.status, r.machine_key, m.label AS machine, "
-                         "r.pg_version, r.pg_family, r.git_revision, r.dvc_hash, r.emulation FROM claims c JOIN runs "
-                         "r USING "
-                         f"(run_id) LEFT JOIN machines m USING (machine_key) {where} ORDER BY r.started, r.run_id, "
-                         "c.claim", (study,) if study else ())
+                         "r.pg_version, r.pg_family, r.git_revision, r.dvc_hash, r.emulation, r.marked FROM claims c "
+                         "JOIN runs r USING "
+                         f"(run_id) LEFT JOIN machines m USING (machine_key) {'WHERE ' + where if where else ''} "
+                         "ORDER BY r.started, r.run_id, c.claim", (study,) if study else ())
+
+
+def marked_count(ledger: Ledger, study: str | None = None) -> int:
+    """How many runs (of ``study``) are marked: what a view that leaves them out says it left out."""
+    where = "WHERE NOT " + UNMARKED + (" AND r.study = ?" if study else "")
+    return int(ledger.columns(f"SELECT count(*) FROM runs r {where}", (study,) if study else ())[1][0][0])
 
 
 def points(ledger: Ledger, run_id: str) -> pd.DataFrame:

@@ -22,6 +22,7 @@ import pandas as pd
 
 from pglab.runs import host_class
 from pglab.runs.formats import written
+from pglab.runs.machine import marks as machine_marks
 from pglab.runs.record import read
 
 #: points.csv columns that get a column of their own; every other non-empty one goes to ``extra``
@@ -113,7 +114,8 @@ def run(manifest: dict[str, Any], dvc_hash: str | None = None) -> dict[str, Any]
             "machine_key": machine(manifest)["machine_key"], "hostname": host.get("hostname"),
             "pg_version": version, "pg_family": family,
             "record_format": written(manifest), "parameters": _canonical(params),  # as written, before a migration
-            "emulation": str((manifest.get("emulation") or {}).get("said") or "")}  # '' on the machine as it is
+            "emulation": str((manifest.get("emulation") or {}).get("said") or ""),  # '' on the machine as it is
+            "marked": "; ".join(machine_marks(manifest))}  # '' when it sat still (or predates the probes)
 
 
 def points(run_id: str, derived: Path) -> list[dict[str, Any]]:

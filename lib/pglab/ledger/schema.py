@@ -6,13 +6,16 @@ would round the numbers and break parity). JSON is kept as TEXT: both engines re
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: version -> the columns it added, by table (``backend`` adds them to an older ledger when it opens it)
 ADDED: dict[int, dict[str, tuple[str, ...]]] = {
     2: {"claims": ("bound_low", "bound_high", "here_verdict")},  # a verdict over runs needs the rule's region
     # the article's machine imitated (pglab.nodes.emulation): runs of another emulation are never pooled, and a
     # verdict made under one is counted apart
     3: {"runs": ("emulation",), "claims": ("emulated",)},
+    # why a run is marked (busy at its start, or its machine moved: pglab.runs.machine.marks): list, compare and the
+    # history leave such runs out unless asked; NULL in a row added before (its marks unknown)
+    4: {"runs": ("marked",)},
 }
 
 #: table -> (columns in order, primary key)
@@ -23,7 +26,7 @@ TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "runs": (("run_id", "study", "profile", "status", "started", "ended", "wall_s", "measured_s",
               "measuring_share", "own_cpu_s", "seed", "blocks", "points_total", "points_failed", "git_revision",
               "dvc_hash", "machine_key", "hostname", "pg_version", "pg_family", "record_format", "parameters",
-              "emulation"),
+              "emulation", "marked"),
              ("run_id",)),
     "analyses": (("run_id", "digest", "analysed_at", "code_revision", "n_points", "n_claims"), ("run_id",)),
     "points": (("run_id", "point", "kind", "block", "grp", "config", "copy", "clients", "tps", "latency_avg_ms",

@@ -17,10 +17,28 @@ from pglab.hosts.inventory import Inventory
 from pglab.runs.store import RunStore
 
 BUSY_OK = "PGLAB_BUSY_OK"
+WITH_MARKED = "PGLAB_WITH_MARKED"  # "1": verdicts over runs keep marked runs (the test suite's runs are all busy)
 
 
 def busy_ok() -> bool:
     return os.environ.get(BUSY_OK) == "1"
+
+
+def marks(manifest: dict[str, Any]) -> list[str]:
+    """Why a run is marked, by today's rule: busy at its start, or its machine moved between its two probes
+    (``machine_state.drift``, recomputed from the probes it recorded, so a rule that learnt what noise is applies to
+    old runs too); [] for a run without probes (it predates them) or that sat still."""
+    m = manifest.get("machine") or {}
+    before, after = m.get("before") or {}, m.get("after") or {}
+    moved = [f"host {h}: {d}" for h, s in after.items() for d in machine_state.drift(before.get(h, {}), s)]
+    return list(dict.fromkeys([*(m.get("busy_at_start") or []), *moved]))
+
+
+def left_out(manifests: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """run id -> why it is left out of the verdicts over runs ({} with ``PGLAB_WITH_MARKED=1``)."""
+    if os.environ.get(WITH_MARKED) == "1":
+        return {}
+    return {i: "; ".join(why) for i, m in manifests.items() if (why := marks(m))}
 
 
 def probe(inventory: Inventory, hosts: Sequence[str], wait: bool = False) -> dict[str, dict[str, Any]]:

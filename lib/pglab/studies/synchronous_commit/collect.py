@@ -37,8 +37,9 @@ DB = "bench"
 
 def write_groups(p: Params) -> list[Group]:
     """One group of write blocks per client count, and per emulated flush level when there is a ladder
-    (``emulate.flush_latency_ms``; factor ``flush_ms``, 0 for this machine's own disk)."""
-    if not p.flush_levels():
+    (``emulate.flush_latency_ms``; factor ``flush_ms``, 0 for this machine's own disk). A calibrated flush is no
+    ladder: its latency is found after the plan (``Params.flush_calibrated``)."""
+    if not p.flush_levels() or p.flush_calibrated():
         return [Group(f"c{c:03d}", {"kind": "write", "clients": c}) for c in p.clients]
     return [Group(f"c{c:03d}-f{i}", {"kind": "write", "clients": c, "flush": emulation.label(lv),
                                      "flush_ms": round(emulation.latency_ms(lv), 3)})
@@ -150,8 +151,8 @@ def _initialise(s: Session, primary: Node, store: RunStore, p: Params, client: t
         point = store.point("fsync", unique=True, kind="fsync")
         target = f"{primary.ws.base}/fsync-test.tmp"
         if primary.flush:  # the disk the claims are judged on: the emulated one at the judged level
-            s.deploy.set_flush(p.judged_flush())
-            point.meta["flush"] = emulation.label(p.judged_flush())
+            s.deploy.set_flush(flush_now(s, p))
+            point.meta["flush"] = emulation.label(flush_now(s, p))
         seconds = p.fsync_test_seconds
         res = primary.host.run([primary.bin("pg_test_fsync"), "-s", str(seconds), "-f", target], as_user=primary.user,
                                timeout=60 + (20 + 300 * bool(primary.flush)) * seconds, check=False,
@@ -162,23 +163,38 @@ def _initialise(s: Session, primary: Node, store: RunStore, p: Params, client: t
 
 
 def _calibrate(s: Session, primary: Node, store: RunStore, p: Params, client: topology.Client, cores: int) -> None:
-    """The CPU share that gives the article's ``off`` at 10 clients (``sc_claims.CALIBRATION``), searched at the
-    judged flush level before any block (``pglab.workloads.calibrate``); every step's pgbench output kept."""
-    level, clients, article = sc_claims.CALIBRATION
+    """The CPU share that gives the article's ``off`` at 10 clients, then (with one flush level) the disks' flush
+    latency that gives its ``local`` at 10 clients (``sc_claims.CALIBRATION``), searched before any block from the
+    judged flush level (``pglab.workloads.calibrate``); every step's pgbench output kept."""
     if p.flush_levels():
         s.deploy.set_flush(p.judged_flush())
+    points = []
+    for knob, (level, clients, article) in sc_claims.CALIBRATION.items():
+        if knob == "flush" and not p.flush_calibrated():
+            continue
 
-    def measure(tag: str) -> float:
-        set_level(primary, level, p.standby_name)
-        argv = pgbench.pgbench_argv(client, DB, clients=clients, jobs=min(clients, cores),
-                                    duration_s=calibrate.SECONDS, progress_s=1)
-        return calibrate.pgbench_step(store, primary, client, argv, tag, calibrate.SECONDS + p.client_timeout_s,
-                                      lambda text: measured_window(text, calibrate.WARMUP_S)["tps"], level=level,
-                                      clients=clients)
-
-    record = calibrate.calibrate(s.deploy, [calibrate.Point(f"{level} @ {clients} clients", "cpu", article, measure)])
+        def measure(tag: str, level: str = level, clients: int = clients) -> float:
+            set_level(primary, level, p.standby_name)
+            argv = pgbench.pgbench_argv(client, DB, clients=clients, jobs=min(clients, cores),
+                                        duration_s=calibrate.SECONDS, progress_s=1)
+            return calibrate.pgbench_step(store, primary, client, argv, tag, calibrate.SECONDS + p.client_timeout_s,
+                                          lambda text: measured_window(text, calibrate.WARMUP_S)["tps"], level=level,
+                                          clients=clients)
+        start = emulation.latency_ms(p.judged_flush()) if p.flush_levels() else 0.0
+        points.append(calibrate.Point(f"{level} @ {clients} clients", knob, article, measure, start_ms=start))
+    record = calibrate.calibrate(s.deploy, points)
     store.manifest.setdefault("emulation", {})["calibration"] = record  # the whole record again at the end
     store.save()
+
+
+def flush_now(s: Session, p: Params, label: str | None = None) -> str | float:
+    """The flush level a point runs at: ``label``'s (default the judged level's), or the calibrated latency once the
+    calibration found one (it replaces the one level the profile named)."""
+    ms = (s.deploy.calibration or {}).get("flush_ms")
+    if ms:
+        return float(ms)
+    label = label or emulation.label(p.judged_flush())
+    return next(lv for lv in p.flush_levels() if emulation.label(lv) == label)
 
 
 def set_level(primary: Node, level: str, standby_name: str, timeout: float = 10) -> dict[str, str]:
@@ -204,9 +220,9 @@ def _measure(s: Session, pl: Planned, point: Point, primary: Node, standby: Node
     kind = pl.group.factors["kind"]
     level = pl.config if kind == "write" else p.standby_read_level
     if p.flush_levels():  # the write group's level; the standby reads at the level the claims are judged at
-        flush = pl.group.factors.get("flush") or emulation.label(p.judged_flush())
-        s.deploy.set_flush(next(lv for lv in p.flush_levels() if emulation.label(lv) == flush))
-        point.meta["flush"] = flush
+        level_now = flush_now(s, p, pl.group.factors.get("flush"))
+        s.deploy.set_flush(level_now)
+        point.meta["flush"] = emulation.label(level_now)
     point.meta.update(set_level(primary, level, p.standby_name), level=level, warmup_s=p.warmup_s)
     point.write_json("settings.json", {"primary": primary.snapshot_settings(DB),
                                        "standby": standby.snapshot_settings(DB)})

@@ -78,6 +78,11 @@ class Params(AdaptiveParams):
         """The emulated flush levels the write blocks run at (``emulate``); none without an emulated flush."""
         return list(self.emulate.flush_latency_ms) if self.emulate else []
 
+    def flush_calibrated(self) -> bool:
+        """The one flush level is a calibration's starting point (``cpu_share: calibrate``): the run's latency is the
+        one the search finds (``sc_claims.CALIBRATION``), so no point is planned at the named level."""
+        return len(self.flush_levels()) == 1 and bool(self.emulate) and self.emulate.cpu_share == "calibrate"
+
     def judged_flush(self) -> str | float | None:
         """The level the claims are judged at, the standby reads and pg_test_fsync run at: the ladder's last."""
         levels = self.flush_levels()
