@@ -117,3 +117,23 @@ def test_separate_machines_scaled_down_are_like_the_articles_only_where_each_nod
     only_primary = hardware.machine_per_node(manifest, nodes, {"primary": 0.8}, "3 VMs", "", limit=["primary"])
     assert only_primary is not None and not only_primary.differs
     assert hardware.machine_per_node({"emulation": {}}, nodes, {}, "3 VMs", "") is None  # no group: the old policy
+
+
+def test_a_replication_daemon_runs_in_its_nodes_core_and_share(inventory: Inventory) -> None:
+    """slon, pgqd and londiste's workers are part of the machine they serve: ``System.spawn`` starts them in the
+    node's CPU group, on its core (a real process, read back from /proc)."""
+    from pglab.replication.builtin import BuiltinLogical
+
+    emulated = emulation.Emulation(core_per_node=True, cpu_share=0.5, machine_per_node=True)
+    with session(inventory, emulation=emulated) as s:
+        provider = s.deploy.node("primary", "local")
+        subscriber = s.deploy.node("standby1", "local")
+        system = BuiltinLogical(provider=provider, subscriber=subscriber)
+        proc = system.spawn(subscriber, ["sleep", "30"], "daemon-probe")
+        try:
+            pid = proc.pid
+            assert str(pid) in subscriber.host.run(["cat", f"{subscriber.cpu_group.path}/cgroup.procs"]).stdout.split()
+            allowed = subscriber.host.read_text(f"/proc/{pid}/status")
+            assert f"Cpus_allowed_list:\t{subscriber.cpus}" in allowed
+        finally:
+            proc.stop()

@@ -104,6 +104,9 @@ def test_marks_are_recomputed_by_todays_rule_and_the_env_keeps_them(monkeypatch:
     moved = {"machine": {"before": {"local": probe}, "after": {"local": {**probe, "flush_ops_s": 3000.0}}}}
     assert machine.marks(old) == [] and machine.marks({}) == [] and machine.marks(busy) == ["host local: x"]
     assert "flush rate moved" in machine.marks(moved)[0]
+    ended_busy = {"machine": {"before": {"local": probe}, "after": {"local": {**probe, "others": 0.45, "load1": 1.5}}}}
+    assert machine.marks(ended_busy) == ["host local: at its end, other processes took 45% of the CPU (at most 10%)"]
+    assert machine.marks({"machine": {"before": {"local": probe}, "after": {"local": {**probe, "load1": 3.0}}}}) == []
     monkeypatch.delenv(machine.WITH_MARKED, raising=False)
     assert machine.left_out({"a": old, "b": busy, "c": moved}).keys() == {"b", "c"}
     monkeypatch.setenv(machine.WITH_MARKED, "1")

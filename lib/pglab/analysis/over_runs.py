@@ -40,9 +40,12 @@ POWER = 0.8  # runs_to_settle: the share of campaigns of that many runs that dec
 METHOD = "t over runs"
 RUNS_CSV = "runs.csv"  # beside comparison.csv: one row per claim and run (``runs_table``)
 RUN_COLUMNS = ["runs", "run_ids", "run_values", "run_verdicts", "within_sd", "between_sd", "icc", "loo", "settle",
-               "left_out"]
-ONE_RUN = ("one run: its interval is over the blocks of that run only, and another run on the same machine "
-           "may differ as much as its blocks do (a campaign of 5 runs, `runs: 5`, decides over runs)")
+               "left_out", "scope"]
+#: how often a 95% interval over one sitting's 5 runs covers the machine's value across sittings when sittings differ
+#: as much as runs do (the reference ledger's campaigns): tests/test_run_coverage.py simulates it
+ONE_SITTING_COVERAGE = 0.68
+ONE_RUN = ("one run: its interval is over the blocks of that run only, and another run on the same machine may differ "
+           "as much as its blocks do (a campaign of 5 runs, `runs: 5`, decides over runs)")
 
 
 def log_t_interval(values: Sequence[float] | np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float, float]:
@@ -50,11 +53,9 @@ def log_t_interval(values: Sequence[float] | np.ndarray, confidence: float = CON
     NaN and values <= 0 are dropped; fewer than 2 values give NaN bounds."""
     x = np.asarray(values, dtype=float)
     x = np.log(x[np.isfinite(x) & (x > 0)])
-    if len(x) == 0:
-        return math.nan, math.nan, math.nan
-    m = float(x.mean())
     if len(x) < 2:
-        return math.exp(m), math.nan, math.nan
+        return (math.exp(float(x.mean())) if len(x) else math.nan), math.nan, math.nan
+    m = float(x.mean())
     half = float(stats.t.ppf(0.5 + confidence / 2, len(x) - 1)) * float(x.std(ddof=1)) / math.sqrt(len(x))
     return math.exp(m), math.exp(m - half), math.exp(m + half)
 
@@ -70,9 +71,41 @@ def rule_verdict(low: float, high: float, bound_low: float, bound_high: float) -
     return "did not hold" if high < a or low > b else "not resolvable here"
 
 
-def decide(values: Sequence[float], bound_low: float, bound_high: float,
-           confidence: float = CONFIDENCE) -> tuple[str, tuple[float, float, float], list[int]]:
-    """(verdict, (centre, low, high), the runs whose leaving-out changes it) for one claim's run medians."""
+def sitting_means(values: Sequence[float], sittings: Sequence[str]) -> dict[str, list[float]]:
+    """sitting -> its runs' measured values (in order of first appearance)."""
+    out: dict[str, list[float]] = {}
+    for v, g in zip(values, sittings, strict=True):
+        if math.isfinite(v) and v > 0:
+            out.setdefault(g, []).append(v)
+    return out
+
+
+def decide_sittings(values: Sequence[float], sittings: Sequence[str], bound_low: float, bound_high: float,
+                    confidence: float = CONFIDENCE) -> tuple[str, tuple[float, float, float], list[int]]:
+    """``decide`` with two levels, sitting and run: the t interval over the sittings' geometric means (S - 1
+    degrees of freedom; exact for normal sitting and run effects with equal runs a sitting). Published only when
+    every sitting measured ``MIN_RUNS`` runs and, from 3 sittings, leaving any one sitting out keeps the verdict;
+    the runs returned are those of a sitting whose leaving-out changes it."""
+    per = sitting_means(values, sittings)
+    means = [math.exp(float(np.mean(np.log(v)))) for v in per.values()]
+    centre, lo, hi = (round(v, 4) if not math.isnan(v) else v for v in log_t_interval(means, confidence))
+    v = rule_verdict(lo, hi, bound_low, bound_high)
+    if v == "not resolvable here" or min(len(x) for x in per.values()) < MIN_RUNS:
+        return "not resolvable here", (centre, lo, hi), []
+    changed = []
+    for i, g in enumerate(per if len(means) >= 3 else []):
+        _, l2, h2 = log_t_interval([m for j, m in enumerate(means) if j != i], confidence)
+        if rule_verdict(round(l2, 4), round(h2, 4), bound_low, bound_high) != v:
+            changed += [k for k, s in enumerate(sittings) if s == g]
+    return ("not resolvable here" if changed else v), (centre, lo, hi), changed
+
+
+def decide(values: Sequence[float], bound_low: float, bound_high: float, confidence: float = CONFIDENCE,
+           sittings: Sequence[str] | None = None) -> tuple[str, tuple[float, float, float], list[int]]:
+    """(verdict, (centre, low, high), the runs whose leaving-out changes it) for one claim's run medians; over two
+    levels (``decide_sittings``) when ``sittings`` (one label a value) name two or more with measured runs."""
+    if sittings is not None and len(sitting_means(values, sittings)) >= 2:
+        return decide_sittings(values, sittings, bound_low, bound_high, confidence)
     centre, lo, hi = (round(v, 4) if not math.isnan(v) else v for v in log_t_interval(values, confidence))
     v = rule_verdict(lo, hi, bound_low, bound_high)
     x = np.asarray(values, dtype=float)
@@ -87,9 +120,7 @@ def decide(values: Sequence[float], bound_low: float, bound_high: float,
             changed.append(i)
     return ("not resolvable here" if changed else v), (centre, lo, hi), changed
 
-
 # -- the same, for many campaigns at once (the coverage test and bench/allocation.py simulate thousands) --------
-
 HELD_CODE, NOT_HELD_CODE, OPEN_CODE = 1, -1, 0  # verdicts as numbers, for arrays
 CODES = {"held": HELD_CODE, "did not hold": NOT_HELD_CODE, "not resolvable here": OPEN_CODE}
 
@@ -187,9 +218,12 @@ def _num(x: float) -> str:
     return "-" if pd.isna(x) else f"{x:.3g}"
 
 
-def claim_row(claim: str, rows: Mapping[str, Mapping[str, Any]], confidence: float = CONFIDENCE) -> dict[str, Any]:
-    """The row over runs of one claim from each run's own row (run id -> comparison.csv row, oldest first)."""
+def claim_row(claim: str, rows: Mapping[str, Mapping[str, Any]], confidence: float = CONFIDENCE,
+              sittings: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The row over runs of one claim from each run's own row (run id -> comparison.csv row, oldest first);
+    ``sittings`` (run id -> its sitting): two or more make the interval two-level (``decide_sittings``)."""
     ids = list(rows)
+    labels = [(sittings or {}).get(i, "") for i in ids]
     last = dict(rows[ids[-1]])
     values = [float(r["reproduced"]) if not pd.isna(r.get("reproduced")) else math.nan for r in rows.values()]
     own = [str(r.get("verdict")) for r in rows.values()]
@@ -201,15 +235,19 @@ def claim_row(claim: str, rows: Mapping[str, Mapping[str, Any]], confidence: flo
     measured = [v for v in values if not math.isnan(v)]
     out["blocks"] = int(sum(int(r["blocks"]) for r in rows.values() if not pd.isna(r.get("blocks"))))
     if len(ids) == 1:
+        out["scope"] = "one run"
         out["note"] = "; ".join(s for s in (ONE_RUN, str(last.get("note") or "")) if s)
         still_open = out["verdict"] == "not resolvable here"
         out["settle"] = "more runs: a campaign (`runs: 5` in the profile)" if still_open else ""
         return out
-    verdict, (centre, lo, hi), changed = decide(values, last.get("bound_low"), last.get("bound_high"), confidence)
+    verdict, (centre, lo, hi), changed = decide(values, last.get("bound_low"), last.get("bound_high"), confidence,
+                                                labels)
+    n_sittings = len(sitting_means(values, labels))
+    out["scope"] = f"across {n_sittings} sittings" if n_sittings >= 2 else "this sitting"
     ordered = ordering_steps(rows) if str(last.get("rule", "")).startswith(ORDERING) else None
     if ordered is not None:  # an ordering: each step decided over the runs, then combined as within a run
         verdict, (centre, lo, hi), changed, said = decide_ordering(ordered, last.get("bound_low"),
-                                                                   last.get("bound_high"), confidence)
+                                                                   last.get("bound_high"), confidence, labels)
     aa = [float(r["aa_median"]) for r in rows.values() if not pd.isna(r.get("aa_median"))]
     aa_c, aa_lo, aa_hi = log_t_interval(aa, confidence)
     notes = []
@@ -248,6 +286,7 @@ def claim_row(claim: str, rows: Mapping[str, Mapping[str, Any]], confidence: flo
         carried = STEP.sub(lambda m: f"{m[1]} in the last run: {m[2]}", carried)
         notes.append(f"each step over the {len(measured)} runs: {said}" if said else
                      "a run lacks a step: an ordering over the runs needs each step in every run")
+    notes.append(scope_note(out["scope"], labels, ids))
     notes.append(f"per run: {out['run_verdicts']}")
     if verdict == "not measurable here":  # why it is not judged comes first
         notes.insert(0, carried)
@@ -260,6 +299,18 @@ def claim_row(claim: str, rows: Mapping[str, Mapping[str, Any]], confidence: flo
                if any(not pd.isna(r.get("noise_floor")) for r in rows.values()) else math.nan,
                stopped="", note="; ".join(s for s in notes if s))
     return out
+
+
+def scope_note(scope: str, labels: Sequence[str], ids: Sequence[str]) -> str:
+    """What a verdict's interval is over: one sitting (and the coverage that really has), or several."""
+    if scope == "this sitting":
+        return (f"this sitting: the interval is over runs of one sitting (one boot, one stretch of time); when "
+                f"sittings differ as much as runs do, such an interval covers the machine's value about "
+                f"{ONE_SITTING_COVERAGE:.0%} of the time, not 95% (a second sitting an hour later decides across "
+                "sittings: `pglab collect --add-sitting`)")
+    groups = {g: [i for i, x in zip(ids, labels, strict=True) if x == g] for g in dict.fromkeys(labels)}
+    return (f"{scope}, two levels (the interval is over the sittings' means): "
+            + "; ".join(f"{g}: {len(v)} runs" for g, v in groups.items()))
 
 
 #: an ordering's rule (``claims.ordering_row``), and a step as its note lists it: "local/remote_write: 0.98 [0.938,
@@ -278,13 +329,14 @@ def ordering_steps(rows: Mapping[str, Mapping[str, Any]]) -> dict[str, list[floa
 
 
 def decide_ordering(steps: Mapping[str, Sequence[float]], bound_low: float, bound_high: float,
-                    confidence: float = CONFIDENCE) -> tuple[str, tuple[float, float, float], list[int], str]:
+                    confidence: float = CONFIDENCE, sittings: Sequence[str] | None = None
+                    ) -> tuple[str, tuple[float, float, float], list[int], str]:
     """(verdict, the weaker step's (centre, low, high), the runs whose leaving-out changes a step's verdict, the
     steps in words): each step decided over the runs by ``decide``; did not hold if one did not, held if every one
     held, else open (as ``claims.order_verdict`` within a run)."""
     if not steps:
         return "not resolvable here", (math.nan, math.nan, math.nan), [], ""
-    decided = {k: decide(v, bound_low, bound_high, confidence) for k, v in steps.items()}
+    decided = {k: decide(v, bound_low, bound_high, confidence, sittings) for k, v in steps.items()}
     verdicts = {d[0] for d in decided.values()}
     verdict = "did not hold" if "did not hold" in verdicts else "held" if verdicts == {"held"} else \
         "not resolvable here"
@@ -299,7 +351,7 @@ def _round(v: float) -> float:
 
 
 def comparison(frames: Mapping[str, pd.DataFrame], confidence: float = CONFIDENCE,
-               marked: Mapping[str, str] | None = None) -> pd.DataFrame:
+               marked: Mapping[str, str] | None = None, sittings: Mapping[str, str] | None = None) -> pd.DataFrame:
     """comparison.csv over runs from each run's own (run id -> frame, oldest first): one row per claim, in the
     last run's order, with the run columns (``RUN_COLUMNS``) after the run's own. ``marked`` (run id -> why: the
     machine was busy, or moved during the run) are left out of every verdict, and each row says so; when every run
@@ -316,7 +368,7 @@ def comparison(frames: Mapping[str, pd.DataFrame], confidence: float = CONFIDENC
         if not rows:  # only marked runs have it
             rows = {i: frames[i][frames[i]["claim"] == claim].iloc[0].to_dict() for i in ids
                     if (frames[i]["claim"] == claim).any()}
-        row = claim_row(claim, rows, confidence)
+        row = claim_row(claim, rows, confidence, sittings)
         out.append(_left_out(row, marked, len(frames), all_marked=set(rows) <= set(marked)))
     cols = [*last.columns, *(c for c in RUN_COLUMNS if c not in last.columns)]
     return pd.DataFrame(out).reindex(columns=cols)
@@ -337,9 +389,11 @@ def _left_out(row: dict[str, Any], marked: Mapping[str, str], n: int, all_marked
     return {**row, "left_out": " ".join(marked), "note": "; ".join(s for s in (said, str(row.get("note") or "")) if s)}
 
 
-def runs_table(frames: Mapping[str, pd.DataFrame], marked: Mapping[str, str] | None = None) -> pd.DataFrame:
-    """One row per (claim, run): each run's own value, interval, blocks and verdict, and why it is marked
-    (left out of the verdicts over runs) if it is (``runs.csv``)."""
+def runs_table(frames: Mapping[str, pd.DataFrame], marked: Mapping[str, str] | None = None,
+               sittings: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """One row per (claim, run): each run's own value, interval, blocks and verdict, its sitting, and why it is
+    marked (left out of the verdicts over runs) if it is (``runs.csv``)."""
     keep = ["claim", "reproduced", "ci_low", "ci_high", "blocks", "verdict", "here_verdict", "aa_median"]
-    parts = [f.reindex(columns=keep).assign(run_id=i, marked=(marked or {}).get(i, "")) for i, f in frames.items()]
-    return pd.concat(parts, ignore_index=True)[["claim", "run_id", *keep[1:], "marked"]]
+    parts = [f.reindex(columns=keep).assign(run_id=i, sitting=(sittings or {}).get(i, ""),
+                                            marked=(marked or {}).get(i, "")) for i, f in frames.items()]
+    return pd.concat(parts, ignore_index=True)[["claim", "run_id", *keep[1:], "sitting", "marked"]]

@@ -39,6 +39,7 @@ def analyze(study: str, run_dir: Path, derived: Path, figures: Path, reference: 
     manifests = [load_manifest(m, study=study) for m in members]
     ids = [str(m["run_id"]) for m in manifests]
     marked = machine.left_out(dict(zip(ids, manifests, strict=True)))
+    sittings = machine.sittings(dict(zip(ids, manifests, strict=True)))
     analyze_run = module(study, "analyze").analyze
     shutil.rmtree(derived / campaign.OWN, ignore_errors=True)  # derived, never raw: an earlier campaign's runs go
     own: dict[str, pd.DataFrame] = {}
@@ -49,11 +50,11 @@ def analyze(study: str, run_dir: Path, derived: Path, figures: Path, reference: 
 
     def decide(last: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
         frames = {**own, ids[-1]: last}
-        extra = {over_runs.RUNS_CSV: over_runs.runs_table(frames, marked)}
+        extra = {over_runs.RUNS_CSV: over_runs.runs_table(frames, marked, sittings)}
         tables = [derived / campaign.OWN / i / FIDELITY for i in ids]
         if all(t.exists() for t in tables):  # an emulated study's: over the runs, each run's median one value
             extra[FIDELITY] = fidelity.pooled([pd.read_csv(t) for t in tables])
-        return over_runs.comparison(frames, marked=marked), extra
+        return over_runs.comparison(frames, marked=marked, sittings=sittings), extra
 
     with deciding_over_runs(OverRuns(derived / campaign.OWN / ids[-1], decide)):
         return analyze_run(run_dir, derived, figures, reference)

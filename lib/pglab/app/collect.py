@@ -11,17 +11,18 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from pglab.app import exits
 from pglab.errors import UserError
 from pglab.hosts.inventory import Inventory, load_inventory
-from pglab.runs import campaign
+from pglab.runs import campaign, machine
 from pglab.runs.params import profile_values, validate
 from pglab.runs.preflight import builds_named
 from pglab.runs.reading import load_manifest, not_publishable, pipeline_dir, points_not_ok_summary
-from pglab.runs.store import publish
+from pglab.runs.store import archive_published, publish
 from pglab.studies import STUDIES, module
 
 
@@ -85,6 +86,10 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
     c.add_argument("--busy-ok", action="store_true",
                    help="start on a busy machine all the same (others above 10%% of the CPU, or a load above the "
                         "cores); the run is marked, and left out of verdicts unless asked (PGLAB_BUSY_OK=1)")
+    c.add_argument("--add-sitting", action="store_true",
+                   help="a campaign profile: add its runs to the campaign already published (same profile and "
+                        "parameters, at least an hour later or after a reboot) as another sitting, so that its "
+                        "verdicts are across sittings (docs/measurement.md)")
     c.add_argument("--accept-failed", action="store_true",
                    help="publish a partial run (some points failed) for analysis all the same")
     c.add_argument("--resume", nargs="?", const="", metavar="RUN",
@@ -160,6 +165,33 @@ def measure_campaign(study: str, p: Any, *, data_root: str | Path, profile: str,
     return runs, campaign.record_of(records, study, profile, p.runs), ""
 
 
+def joinable(dest: Path, study: str, profile: str, p: Any) -> list[str]:
+    """The run ids of the campaign published in ``dest`` that ``--add-sitting`` adds another sitting to; a
+    UserError before anything starts when there is none, it is of another profile or parameters (the seed aside),
+    or its last run ended less than an hour ago on this boot (the new runs would be of the same sitting)."""
+    old = campaign.read(dest) if (dest / campaign.CAMPAIGN).exists() else None
+    if old is None or old.get("study") != study or old.get("profile") != profile:
+        raise UserError(f"--add-sitting: {dest} holds no {study} campaign of profile {profile} to add a sitting to; "
+                        "collect one first (without --add-sitting)")
+    last = load_manifest(dest)
+    mine, theirs = ({k: v for k, v in d.items() if k != "seed"} for d in (p.model_dump(mode="json"),
+                                                                          last.get("parameters") or {}))
+    differ = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+    if differ:
+        raise UserError(f"--add-sitting: the published campaign's parameters differ in {', '.join(differ)}: a "
+                        "verdict across sittings pools runs of one configuration; collect a campaign of its own")
+    ended = machine.when(last.get("end"))
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    before = next(iter(((last.get("machine") or {}).get("before") or {}).values()), {})
+    if ended and before.get("boot_id") == boot:
+        wait = machine.SITTING_GAP_S - (datetime.now(timezone.utc) - ended).total_seconds()
+        if wait > 0:
+            raise UserError(f"--add-sitting: the published campaign's last run ended {last.get('end')}, less than an "
+                            f"hour ago on this boot: the new runs would be of the same sitting; wait {wait / 60:.0f} "
+                            "min (or after a reboot)")
+    return [str(r["run_id"]) for r in old["runs"]]
+
+
 def collect_campaign(a: argparse.Namespace, name: str, p: Any, inventory: Inventory) -> tuple[int, list[Path]]:
     """The CLI's campaign: measured (``measure_campaign``), then published whole or not at all; (exit code, the
     runs it archived)."""
@@ -167,6 +199,7 @@ def collect_campaign(a: argparse.Namespace, name: str, p: Any, inventory: Invent
         raise UserError(f"--resume continues one run, and profile {name} is a campaign of {p.runs} runs: resume the "
                         "run with `--resume RUN` and a profile of runs: 1, or start the campaign again")
     dest = published_dir(a)
+    earlier = joinable(dest, a.study, name, p) if getattr(a, "add_sitting", False) else []
     runs, record, why = measure_campaign(a.study, p, data_root=a.data_root, profile=name, inventory=inventory,
                                          progress=not a.quiet, accept_failed=a.accept_failed)
     if why:
@@ -174,8 +207,13 @@ def collect_campaign(a: argparse.Namespace, name: str, p: Any, inventory: Invent
         print(f"pglab: {why}. The campaign stops; its runs stay archived and none was published to {dest}"
               + (" (pass --accept-failed to publish partial runs)" if partial else ""), file=sys.stderr)
         return exits.PARTIAL if partial else exits.PROCESS, runs
-    publish(runs[-1], dest, runs[:-1], record)
-    print(f"{p.runs} runs archived in {runs[-1].parent}; the campaign's copy for analysis is {dest}")
+    if earlier:  # another sitting: the published runs (their originals archived first) before this campaign's
+        archive_published(dest, runs[-1].parent)
+        old = campaign.read(dest) or {}
+        record = {**record, "asked": int(old.get("asked") or 0) + p.runs, "runs": [*old["runs"], *record["runs"]]}
+    publish(runs[-1], dest, [*(runs[-1].parent / i for i in earlier), *runs[:-1]], record)
+    print(f"{p.runs} runs archived in {runs[-1].parent}; the campaign's copy for analysis is {dest}"
+          + (f", after the {len(earlier)} runs of its earlier sitting(s)" if earlier else ""))
     return 0, runs
 
 

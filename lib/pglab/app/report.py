@@ -154,7 +154,8 @@ def verdict_rows(comparison: pd.DataFrame, facts: str,
             "article": _num(c.get("published")),
             "reproduced": f"{_num(c.get('reproduced'))}{interval}<br><small>{html.escape(words)}</small>",
             "rule": html.escape(_text(c.get("rule", c.get("tested")))),
-            "verdict": html.escape(str(c["verdict"])),
+            "verdict": html.escape(str(c["verdict"])) + (f"<br><small>{html.escape(_text(c.get('scope')))}</small>"
+                                                         if _text(c.get("scope")) else ""),
             "depends on": report_notebook.code_spans(machine)
             + ("<br><small><b>made under an emulation</b>, counted apart: "
                f"{html.escape(tally.emulated(c))}</small>" if tally.emulated(c) else "")
@@ -183,10 +184,17 @@ def spread_words(c: Mapping[str, Any]) -> list[str]:
 def runs_sentence(comparison: pd.DataFrame, manifest: dict[str, Any]) -> str:
     """What the verdicts rest on: several runs (and the figures are the last one's), or one run, said plainly."""
     n = int(comparison["runs"].max()) if "runs" in comparison and comparison["runs"].notna().any() else 1
+    across = sorted(x for x in comparison.get("scope", pd.Series(dtype=str)).dropna() if str(x).startswith("across"))
+    if n > 1 and across:
+        return (f"The verdicts rest on {n} independent runs in {across[-1][7:]}: the interval is a 95% t interval "
+                "over the sittings' means (two levels, sitting and run), a verdict needs 3 runs a sitting, and each "
+                "run's own verdict is in the evidence. The figures and tables below are the last run's "
+                f"({html.escape(str(manifest.get('run_id', '?')))}).")
     if n > 1:
-        return (f"The verdicts rest on {n} independent runs (each on fresh servers, with a seed of its own): the "
-                "interval is a 95% t interval over the runs' medians, a verdict needs 3 runs and must stay the same "
-                "with any one run left out, and each run's own verdict is in the evidence. The figures and tables "
+        return (f"The verdicts rest on {n} independent runs of one sitting (each on fresh servers, with a seed of "
+                "its own): the interval is a 95% t interval over the runs' medians, a verdict needs 3 runs and must "
+                "stay the same with any one run left out, and each run's own verdict is in the evidence. The figures "
+                "and tables "
                 f"below are the campaign's last run ({html.escape(str(manifest.get('run_id', '?')))}); each run's "
                 "own tables are in data/derived/&lt;study&gt;/runs/.")
     return ("One run: each interval is over the blocks of that run only, and another run on the same machine may "

@@ -21,6 +21,7 @@ from typing import Any
 
 from pglab.errors import ProcessError
 from pglab.hosts.base import Background, Host, stop_all
+from pglab.nodes import cpu_quota
 from pglab.nodes.node import Node
 
 TABLES = ("pgbench_accounts", "pgbench_branches", "pgbench_tellers", "pgbench_history")
@@ -96,8 +97,11 @@ class System(ABC):
 
     def spawn(self, node: Node, argv: list[str], label: str) -> Background:
         """Start a daemon on ``node``'s host as the server user, logs in that host's workspace, with that
-        host's passfile (and TLS settings); tracked before anything else runs."""
+        host's passfile (and TLS settings); tracked before anything else runs. Under an emulated machine per node
+        it runs on the node's core and in its CPU share (``emulate``): slon, pgqd and londiste's workers are part
+        of the machine they serve, as on the article's."""
         base = f"{node.ws.base}/{label}"
+        argv = cpu_quota.confined(argv, node.cpus, node.cpu_group)
         proc = node.host.start(argv, f"{base}.out", f"{base}.err", as_user=node.user, env=node.ws.libpq_env())
         self.processes.append(proc)
         if self.on_process:

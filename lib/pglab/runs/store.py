@@ -212,6 +212,11 @@ def publish(run_dir: Path, dest: Path, earlier: Sequence[Path] = (), campaign_re
     return dest
 
 
+def archive_published(dest: Path, archive: Path) -> None:
+    """Every run published in ``dest`` has its original in ``archive`` (copied there if missing)."""
+    _archive_previous(dest, archive)
+
+
 def _archive_previous(dest: Path, archive: Path) -> None:
     """A pipeline folder holds copies, but never lose one whose original is not archived (older layouts)."""
     if not dest.exists():
