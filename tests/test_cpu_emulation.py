@@ -5,6 +5,7 @@ this machine's speed, and slow motion above it); and the parameters that ask for
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -131,9 +132,14 @@ def test_a_replication_daemon_runs_in_its_nodes_core_and_share(inventory: Invent
         system = BuiltinLogical(provider=provider, subscriber=subscriber)
         proc = system.spawn(subscriber, ["sleep", "30"], "daemon-probe")
         try:
-            pid = proc.pid
-            assert str(pid) in subscriber.host.run(["cat", f"{subscriber.cpu_group.path}/cgroup.procs"]).stdout.split()
-            allowed = subscriber.host.read_text(f"/proc/{pid}/status")
-            assert f"Cpus_allowed_list:\t{subscriber.cpus}" in allowed
+            procs, daemon = f"{subscriber.cpu_group.path}/cgroup.procs", []
+            deadline = time.monotonic() + 10  # it moves itself in, then execs taskset, then sleep
+            while time.monotonic() < deadline and not daemon:
+                daemon = [p for p in subscriber.host.read_text(procs).split()
+                          if subscriber.host.run(["cat", f"/proc/{p}/cmdline"], check=False).stdout.startswith("sleep")]
+                time.sleep(0.05)
+            assert daemon, "the daemon never showed up in its node's CPU group"
+            status = subscriber.host.read_text(f"/proc/{daemon[0]}/status")
+            assert f"Cpus_allowed_list:\t{subscriber.cpus}" in status
         finally:
             proc.stop()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import REPO, pulled_runs
 from pglab.analysis import over_runs
 from pglab.analysis.claims import comparison_frame, comparison_row, direction
 from pglab.app.collect import joinable, load_params
@@ -42,16 +43,19 @@ def frames(values: list[float]) -> dict[str, pd.DataFrame]:
 
 
 def test_a_verdict_across_two_sittings_is_over_their_means_and_says_so() -> None:
-    f = frames([1.50, 1.52, 1.49, 1.51, 1.50, 1.40, 1.42, 1.41, 1.43, 1.40])
+    f = frames([1.50, 1.52, 1.49, 1.51, 1.50, 1.48, 1.47, 1.49, 1.48, 1.47])
     ids = list(f)
     labels = {i: "sitting A" if n < 5 else "sitting B" for n, i in enumerate(ids)}
     row = over_runs.comparison(f, sittings=labels).iloc[0]
     means = [math.exp(sum(math.log(v * 1.005) for v in vs) / 5) for vs in ([1.50, 1.52, 1.49, 1.51, 1.50],
-                                                                            [1.40, 1.42, 1.41, 1.43, 1.40])]
+                                                                            [1.48, 1.47, 1.49, 1.48, 1.47])]
     _, lo, hi = over_runs.log_t_interval(means)
     assert row["scope"] == "across 2 sittings" and "two levels" in row["note"] and "sitting A: 5 runs" in row["note"]
     assert (row["ci_low"], row["ci_high"]) == pytest.approx((lo, hi), abs=2e-3)
-    assert row["verdict"] == "held"  # both sittings well above 1.2: decided even with 1 degree of freedom
+    assert row["verdict"] == "held"  # two sittings alike, far from the bound: decided even with 1 degree of freedom
+    apart = over_runs.comparison(frames([1.50, 1.52, 1.49, 1.51, 1.50, 1.10, 1.12, 1.11, 1.13, 1.10]),
+                                 sittings=dict(zip(list(f), labels.values(), strict=True))).iloc[0]
+    assert apart["verdict"] == "not resolvable here"  # each sitting alone would decide; together they disagree
     one = over_runs.comparison({i: f[i] for i in ids[:5]}).iloc[0]
     assert one["scope"] == "this sitting" and f"{over_runs.ONE_SITTING_COVERAGE:.0%}" in one["note"]
     thin = over_runs.comparison(f, sittings={i: ("A" if n < 8 else "B") for n, i in enumerate(ids)}).iloc[0]
@@ -59,14 +63,16 @@ def test_a_verdict_across_two_sittings_is_over_their_means_and_says_so() -> None
 
 
 def published_campaign(root: Path, study: str, profile: str, parameters: dict, end: str) -> Path:
+    """A published campaign of one run: the shipped run's manifest with ``parameters`` and ``end``, on this boot."""
+    pulled_runs(study)
     dest = root / "raw" / study
     dest.mkdir(parents=True)
-    run_id = "20261201T000000Z-aaaaaa"
-    (dest / "manifest.json").write_text(json.dumps({"run_id": run_id, "study": study, "parameters": parameters,
-                                                    "end": end, "machine": {"before": {"local": {
-                                                        "boot_id": Path("/proc/sys/kernel/random/boot_id")
-                                                        .read_text().strip()}}}}))
-    campaign.write(dest, campaign.record_of([{"run_id": run_id, "seed": 1, "status": "complete"}], study, profile, 1))
+    m = json.loads((REPO / "data" / "raw" / study / "manifest.json").read_text())
+    m.update(parameters=parameters, end=end)
+    m["machine"]["before"]["local"]["boot_id"] = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    (dest / "manifest.json").write_text(json.dumps(m))
+    campaign.write(dest, campaign.record_of([{"run_id": m["run_id"], "seed": 1, "status": "complete"}], study,
+                                            profile, 1))
     return dest
 
 
@@ -77,7 +83,7 @@ def test_add_sitting_is_refused_before_anything_starts(tmp_path: Path) -> None:
         joinable(tmp_path / "raw" / study, study, name, p)
     dest = published_campaign(tmp_path, study, name, {**p.model_dump(mode="json"), "seed": 7},
                               "2020-01-01T00:00:00+00:00")
-    assert joinable(dest, study, name, p) == ["20261201T000000Z-aaaaaa"]  # long ago: another sitting
+    assert joinable(dest, study, name, p) == [campaign.read(dest)["runs"][0]["run_id"]]  # long ago: another sitting
     with pytest.raises(UserError, match="profile smoke"):
         joinable(dest, study, "smoke", p)
     with pytest.raises(UserError, match="differ in blocks"):

@@ -38,14 +38,16 @@ def _now() -> str:
 
 def _put_runs(ledger: Ledger, records: list[dict[str, Any]]) -> None:
     """Runs added; a known run's row replaced only by a later record of it (a resumed run ends later than its
-    interrupted self), so that adding and merging in any order keep the latest; a DVC hash is never lost."""
+    interrupted self), so that adding and merging in any order keep the latest; a DVC hash is never lost, and a
+    row from before the ledger kept marks (``marked`` NULL) gains them when its record is added again."""
     cols, _ = TABLES["runs"]
-    update = ", ".join(f"{c} = COALESCE(excluded.{c}, runs.{c})" if c == "dvc_hash" else f"{c} = excluded.{c}"
-                       for c in cols if c != "run_id")
+    update = ", ".join(f"{c} = COALESCE(excluded.{c}, runs.{c})" if c in ("dvc_hash", "marked")
+                       else f"{c} = excluded.{c}" for c in cols if c != "run_id")
     ledger.executemany(f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) "
                        f"ON CONFLICT (run_id) DO UPDATE SET {update} "
                        "WHERE COALESCE(excluded.ended, '') > COALESCE(runs.ended, '') "
-                       "OR (runs.dvc_hash IS NULL AND excluded.dvc_hash IS NOT NULL)",
+                       "OR (runs.dvc_hash IS NULL AND excluded.dvc_hash IS NOT NULL) "
+                       "OR (runs.marked IS NULL AND excluded.marked IS NOT NULL)",
                        [[r.get(c) for c in cols] for r in records])
 
 
