@@ -18,8 +18,8 @@ from pglab.app.cli import main
 from pglab.runs import record
 
 STUDY = "synchronous_commit"
-POINT = "write-b01-c020-f0-local"  # a planned point of the shipped run
-MEMBER = "20261129T064242Z-5cdd4d"  # the shipped campaign's second run (campaign/<id>/), re-collected 2026-11-29
+POINT = "write-b01-c020-local"  # a planned point of the shipped run
+MEMBER = "20261129T094321Z-78c6fe"  # the shipped campaign's second run (campaign/<id>/), re-collected 2026-11-29
 Edit = Callable[[Path], None]
 
 
@@ -124,7 +124,7 @@ POINT_CASES: dict[str, tuple[Edit, str, str]] = {
                        "not valid JSON, truncated or hand-edited"),
     "meta a list": (lambda r: (r / META).write_text("[]"), META, "not a point's meta.json: a JSON array"),
     "point folder gone": (lambda r: shutil.rmtree(r / POINT), MANIFEST,
-                          f"status complete, but plan.points.1 '{POINT}' has no "),
+                          f"status complete, but plan.points.3 '{POINT}' has no "),
     "a campaign run's meta": (edit(f"campaign/{MEMBER}/{POINT}/meta.json", lambda m: m.update(copy=0)),
                               f"campaign/{MEMBER}/{POINT}/meta.json",
                               "copy: input should be greater than 0, not 0"),
@@ -154,11 +154,11 @@ CAMPAIGN_CASES: dict[str, tuple[Edit, str, str]] = {
     "a newer format": (edit(CAMPAIGN, lambda c: c.update(format_version=9)), CAMPAIGN,
                        "format_version: format 9 is newer than this pglab reads"),
     "a run listed twice": (edit(CAMPAIGN, lambda c: c["runs"].insert(1, c["runs"][0])), CAMPAIGN,
-                           "runs.1.run_id: '20261129T064033Z-93dabc' is listed twice"),
+                           "runs.1.run_id: '20261129T094026Z-f18495' is listed twice"),
     "a listed run missing": (lambda r: shutil.rmtree(r / "campaign" / MEMBER), CAMPAIGN,
                              f"lists runs that are not there: runs.1.run_id '{MEMBER}' has no run folder"),
     "the last run not the folder's": (edit(CAMPAIGN, lambda c: c["runs"].pop()), CAMPAIGN,
-                                      "runs.3.run_id: '20261129T064724Z-71115f' is not the run in"),
+                                      "runs.3.run_id: '20261129T094826Z-d1e35c' is not the run in"),
     "a campaign run's manifest": (edit(MEMBER_MANIFEST, lambda m: m.update(measured_s="lots")), MEMBER_MANIFEST,
                                   'measured_s: input should be a valid number, not "lots"'),
 }

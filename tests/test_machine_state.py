@@ -94,7 +94,7 @@ def test_asked_a_busy_machine_is_measured_and_the_run_marked(tmp_path: Path, hog
 
 def test_marks_are_recomputed_by_todays_rule_and_the_env_keeps_them(monkeypatch: pytest.MonkeyPatch) -> None:
     """A drift recorded by an older, tighter rule is no mark today; busy at the start always is."""
-    from pglab.runs import machine
+    from pglab.runs import marks as machine
 
     probe = {"cpu_loop_ms": 30.0, "flush_ops_s": 5000.0, "boot_id": "a"}
     old = {"machine": {"before": {"local": probe}, "after": {"local": {**probe, "cpu_loop_ms": 48.0}},

@@ -4,7 +4,7 @@ Why: a verdict the project publishes must describe this machine, not an afternoo
 a second sweep; 16 of 18 shipped runs once shared the CPU with a niced process and nothing said so. So every run of
 the pipeline's campaigns (data/raw/<study>, what `make repro` reports on) must record a committed tree (no
 ``+dirty``), and, where it recorded the machine's probes (every run collected since they exist), no start on a busy
-machine and no mark (``pglab.runs.machine.marks``, today's rule). docs/testing.md says how shipped runs are
+machine and no mark (``pglab.runs.marks.marks``, today's rule). docs/testing.md says how shipped runs are
 collected.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, pulled_runs
 from pglab.runs import campaign
-from pglab.runs.machine import marks
+from pglab.runs.marks import marks
 from pglab.studies import STUDIES
 
 

@@ -1,4 +1,4 @@
-"""Sittings (pglab.runs.machine.sittings, pglab.analysis.over_runs.decide_sittings, ``pglab collect --add-sitting``):
+"""Sittings (pglab.runs.marks.sittings, pglab.analysis.over_runs.decide_sittings, ``pglab collect --add-sitting``):
 runs of one boot and stretch of time are one sitting; a verdict across two or more has two levels, and says so."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pglab.analysis.claims import comparison_frame, comparison_row, direction
 from pglab.app.collect import joinable, load_params
 from pglab.errors import UserError
 from pglab.runs import campaign
-from pglab.runs.machine import sittings
+from pglab.runs.marks import sittings
 
 CLAIM = direction("a is faster than b", 1.2)
 

@@ -4,7 +4,7 @@ Layout of the analysis (``data/derived/<study>/``)::
 
     comparison.csv            one row per claim: the verdict over the runs (pglab.analysis.over_runs), each run's
                               value and verdict, the within- and between-run spread, what would settle it; runs
-                              marked for a busy or moving machine (pglab.runs.machine.marks) left out, and said
+                              marked for a busy or moving machine (pglab.runs.marks.marks) left out, and said
     runs.csv                  one row per claim and run: that run's own value, interval and verdict
     runs/<run-id>/            each run's own tables (comparison.csv with its per-block values, points.csv, ...)
     points.csv, figures, ...  the campaign's last run, as for a single run: the verdicts are over the runs,
@@ -25,7 +25,7 @@ import pandas as pd
 
 from pglab.analysis import fidelity, over_runs
 from pglab.analysis.result import OverRuns, deciding_over_runs
-from pglab.runs import campaign, machine
+from pglab.runs import campaign, marks
 from pglab.runs.reading import load_manifest
 from pglab.studies import module
 
@@ -38,8 +38,8 @@ def analyze(study: str, run_dir: Path, derived: Path, figures: Path, reference: 
     members = campaign.members(run_dir)
     manifests = [load_manifest(m, study=study) for m in members]
     ids = [str(m["run_id"]) for m in manifests]
-    marked = machine.left_out(dict(zip(ids, manifests, strict=True)))
-    sittings = machine.sittings(dict(zip(ids, manifests, strict=True)))
+    marked = marks.left_out(dict(zip(ids, manifests, strict=True)))
+    sittings = marks.sittings(dict(zip(ids, manifests, strict=True)))
     analyze_run = module(study, "analyze").analyze
     shutil.rmtree(derived / campaign.OWN, ignore_errors=True)  # derived, never raw: an earlier campaign's runs go
     own: dict[str, pd.DataFrame] = {}

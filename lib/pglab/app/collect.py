@@ -18,7 +18,7 @@ from typing import Any
 from pglab.app import exits
 from pglab.errors import UserError
 from pglab.hosts.inventory import Inventory, load_inventory
-from pglab.runs import campaign, machine
+from pglab.runs import campaign, marks
 from pglab.runs.params import profile_values, validate
 from pglab.runs.preflight import builds_named
 from pglab.runs.reading import load_manifest, not_publishable, pipeline_dir, points_not_ok_summary
@@ -180,11 +180,11 @@ def joinable(dest: Path, study: str, profile: str, p: Any) -> list[str]:
     if differ:
         raise UserError(f"--add-sitting: the published campaign's parameters differ in {', '.join(differ)}: a "
                         "verdict across sittings pools runs of one configuration; collect a campaign of its own")
-    ended = machine.when(last.get("end"))
+    ended = marks.when(last.get("end"))
     boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     before = next(iter(((last.get("machine") or {}).get("before") or {}).values()), {})
     if ended and before.get("boot_id") == boot:
-        wait = machine.SITTING_GAP_S - (datetime.now(timezone.utc) - ended).total_seconds()
+        wait = marks.SITTING_GAP_S - (datetime.now(timezone.utc) - ended).total_seconds()
         if wait > 0:
             raise UserError(f"--add-sitting: the published campaign's last run ended {last.get('end')}, less than an "
                             f"hour ago on this boot: the new runs would be of the same sitting; wait {wait / 60:.0f} "

@@ -17,7 +17,7 @@ LIB = Path(__file__).resolve().parents[2]
 #: ``errors`` stands for the base, ``errors.py`` and ``userfiles.py``
 LAYERS = ("errors", "hosts", "nodes", "replication", "runs", "workloads", "parsers", "analysis", "studies", "ledger",
           "app")
-BASE = ("errors", "userfiles", "emulated", "server_settings")
+BASE = ("errors", "userfiles", "emulated", "server_settings", "machine_rules")
 
 
 def module_file(name: str) -> Path | None:

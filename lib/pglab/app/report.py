@@ -152,10 +152,10 @@ def verdict_rows(comparison: pd.DataFrame, facts: str,
             "_class": "hw" if gap else "",
             "claim": html.escape(str(c["claim"])),
             "article": _num(c.get("published")),
-            "reproduced": f"{_num(c.get('reproduced'))}{interval}<br><small>{html.escape(words)}</small>",
+            "reproduced": f"{_num(c.get('reproduced'))}{interval}<br><small>{html.escape(words)}"
+                          + (f"; {html.escape(_text(c.get('scope')))}" if _text(c.get("scope")) else "") + "</small>",
             "rule": html.escape(_text(c.get("rule", c.get("tested")))),
-            "verdict": html.escape(str(c["verdict"])) + (f"<br><small>{html.escape(_text(c.get('scope')))}</small>"
-                                                         if _text(c.get("scope")) else ""),
+            "verdict": html.escape(str(c["verdict"])),
             "depends on": report_notebook.code_spans(machine)
             + ("<br><small><b>made under an emulation</b>, counted apart: "
                f"{html.escape(tally.emulated(c))}</small>" if tally.emulated(c) else "")

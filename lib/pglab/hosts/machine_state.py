@@ -21,14 +21,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from pglab.hosts.base import Host
+from pglab.machine_rules import DRIFT, DRIFT_MAX, OTHERS_MAX, busy, drift  # noqa: F401  (the probe's rules)
 
-OTHERS_MAX = 0.10  # a share of the machine's CPU that other processes may take at a run's start
-#: how far each probe may move between a run's two probes (a factor, either way) before the run is marked: the CPU
-#: probe 2x, the flush rate 1.5x, because on this VM at idle the CPU probe swings 1.7x and the flush probe 1.6x within
-#: a minute (25 probes back to back, bench/machine_probe.py; docs/running.md): smaller swings are its normal state,
-#: which the interval over blocks and runs carries, and a probe cannot tell them from a drift
-DRIFT = {"cpu_loop_ms": 2.0, "flush_ops_s": 1.5}
-DRIFT_MAX = DRIFT["flush_ops_s"] - 1  # the tighter of the two, as a share (the bench's yardstick)
 PROBE_S = float(os.environ.get("PGLAB_PROBE_S", "1.0"))  # the CPU window; the test suite shortens it
 LOAD_WAIT_S = 90.0  # a load above the cores is waited out this long (it decays over a minute) before refusing
 LOOP = 20000  # shell loop iterations of the CPU probe (about 20-60 ms on this project's VM)
@@ -102,16 +96,6 @@ def probe(host: Host, workdir: str) -> dict[str, Any]:
             "cpu_loop_ms": cpu_loop_ms(host), "flush_ops_s": flush_rate(host, workdir)}
 
 
-def busy(state: dict[str, Any]) -> list[str]:
-    """Why the machine is not sitting still ([] when it is)."""
-    out, cores = [], state.get("cores") or 1
-    if state.get("others", 0) > OTHERS_MAX:
-        out.append(f"other processes took {state['others']:.0%} of the CPU (at most {OTHERS_MAX:.0%})")
-    if state.get("load1", 0) > cores:
-        out.append(f"the load is {state['load1']:.1f} on {cores} cores")
-    return out
-
-
 def settled(host: Host, workdir: str, wait_s: float = LOAD_WAIT_S) -> dict[str, Any]:
     """A probe, repeated while only the load is too high (it lags a minute behind, e.g. after the previous run)."""
     state = probe(host, workdir)
@@ -120,16 +104,3 @@ def settled(host: Host, workdir: str, wait_s: float = LOAD_WAIT_S) -> dict[str, 
         time.sleep(5)
         state = probe(host, workdir)
     return state
-
-
-def drift(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
-    """What moved between a run's two probes past ``DRIFT_MAX`` (or a reboot)."""
-    out = []
-    if before.get("boot_id") and after.get("boot_id") and before["boot_id"] != after["boot_id"]:
-        out.append("the machine rebooted during the run")
-    for key, what in (("cpu_loop_ms", "the CPU probe's time"), ("flush_ops_s", "the disk's flush rate")):
-        a, b = before.get(key), after.get(key)
-        if a and b and max(a, b) / min(a, b) > DRIFT[key]:
-            out.append(f"{what} moved from {a:,.0f} to {b:,.0f} ({b / a - 1:+.0%}; at most a factor of "
-                       f"{DRIFT[key]:g} either way)")
-    return out

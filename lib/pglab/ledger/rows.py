@@ -22,7 +22,7 @@ import pandas as pd
 
 from pglab.runs import host_class
 from pglab.runs.formats import written
-from pglab.runs.machine import marks as machine_marks
+from pglab.runs.marks import marks as machine_marks
 from pglab.runs.record import read
 
 #: points.csv columns that get a column of their own; every other non-empty one goes to ``extra``

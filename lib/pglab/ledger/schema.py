@@ -13,7 +13,7 @@ ADDED: dict[int, dict[str, tuple[str, ...]]] = {
     # the article's machine imitated (pglab.nodes.emulation): runs of another emulation are never pooled, and a
     # verdict made under one is counted apart
     3: {"runs": ("emulation",), "claims": ("emulated",)},
-    # why a run is marked (busy at its start, or its machine moved: pglab.runs.machine.marks): list, compare and the
+    # why a run is marked (busy at its start, or its machine moved: pglab.runs.marks.marks): list, compare and the
     # history leave such runs out unless asked; NULL in a row added before (its marks unknown)
     4: {"runs": ("marked",)},
 }
