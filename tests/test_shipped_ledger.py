@@ -22,7 +22,9 @@ REMOTE = REPO / "data" / "dvc-remote"
 
 
 def test_every_run_of_the_dvc_remote_is_in_the_shipped_ledger() -> None:
-    remote = {m["run_id"]: h for h, m in shipped.remote_runs(REMOTE)}
+    remote: dict[str, set[str]] = {}  # a run of a campaign published twice (another sitting) is in two .dirs
+    for h, m in shipped.remote_runs(REMOTE):
+        remote.setdefault(m["run_id"], set()).add(h)
     assert len(remote) >= 42
     before = LEDGER.read_bytes()
     with Ledger(LEDGER) as db:  # kept gzipped; reading it never writes it
@@ -31,7 +33,8 @@ def test_every_run_of_the_dvc_remote_is_in_the_shipped_ledger() -> None:
     assert LEDGER.read_bytes() == before
     missing = sorted(set(remote) - set(held))
     assert not missing, f"runs of the DVC remote not in the shipped ledger: {missing}"
-    assert {r: held[r] for r in remote} == remote, "a run's DVC hash in the ledger is not its .dir in the remote"
+    wrong = {r: held[r] for r in remote if held[r] not in remote[r]}
+    assert not wrong, f"a run's DVC hash in the ledger is not one of its .dirs in the remote: {wrong}"
     assert set(remote) <= analysed, sorted(set(remote) - analysed)
 
 
