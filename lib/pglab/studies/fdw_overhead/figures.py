@@ -72,7 +72,8 @@ def fig_factor(summary: pd.DataFrame, ref: pd.DataFrame, foreign: list[str], out
     s = summary.dropna(subset=["factor"])
     groups = _group_order(sorted(set(s.group)))
     targets = [t for t in foreign if t in set(s.target)]
-    fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(groups) * max(1, len(targets)) / 2, 4.4))
+    # at least as wide as its three-line title: a run whose foreign targets were all flagged but one draws few bars
+    fig, ax = plt.subplots(figsize=(max(7.0, 1.8 + 1.6 * len(groups) * max(1, len(targets)) / 2), 4.4))
     width = 0.8 / max(1, len(targets) + 1)
     labelled: set[str] = set()
     for gi, g in enumerate(groups):
