@@ -270,10 +270,9 @@ def draw(a: Analysis, out: Path, reference_dir: Path) -> dict[str, list[Path]]:
     """The study's figures, each one function of the derived tables."""
     made = {"tps_by_clients": fig_tps_by_clients(a.summary, a.points, out),
             "ratio_to_on": fig_ratio(a.summary, reference_ratios(reference_dir)[0], out)}
-    if len(a.ladder):
-        pub = {lvl: float(a.comparison.set_index("claim").published.get(c.text, np.nan))
-               for lvl, c in sc_claims.LEVEL_CLAIMS.items()}
-        made["flush_ladder"] = fig_flush_ladder(a.ladder, pub, out)
+    pub = {lvl: float(a.comparison.set_index("claim").published.get(c.text, np.nan))
+           for lvl, c in sc_claims.LEVEL_CLAIMS.items()}
+    made["flush_ladder"] = fig_flush_ladder(a.ladder, pub, out)
     if len(a.reads):
         made["standby_reads"] = fig_standby_reads(a.reads, out)
     made["published_vs_reproduced"] = tables.fig_comparison(a.comparison, out, "synchronous_commit: published "
