@@ -15,6 +15,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from pglab.analysis.slo import Rule, TrialData, Verdict, intervals_of, judge
 from pglab.parsers.pgbench import parse_summary
 from pglab.parsers.txlog_schedule import read_schedule
@@ -39,7 +41,8 @@ def judge_point(point_dir: str | Path, rule: Rule) -> Verdict:
                      failed=w.failed, latencies_ms=w.latency_ms,
                      intervals=intervals_of(w.start_s, w.lag_ms, w.skipped_start_s, t0, t0 + seconds, BINS))
     v = judge(data, rule)
-    v.extra.update(summary_tps=summary.get("tps"), summary_skipped=summary.get("skipped"),
+    v.extra.update(p50_ms=round(float(np.median(w.latency_ms)), 3) if len(w.latency_ms) else None,
+                   summary_tps=summary.get("tps"), summary_skipped=summary.get("skipped"),
                    summary_late=summary.get("above_latency_limit"),
                    summary_latency_limit_ms=summary.get("latency_limit_ms"),
                    log_files=len(logs))

@@ -1,4 +1,4 @@
-"""``pglab``: collect, analyze, compare, spread, ledger, parse, check, cleanup, lab.
+"""``pglab``: collect, analyze, compare, spread, ledger, slo, parse, check, cleanup, lab.
 
 User errors (bad parameters, a file that is not tool output) exit 2 with one message and no
 traceback; process errors exit 1 and say which command failed.
@@ -333,6 +333,12 @@ def build_parser(only_parse: bool = False) -> argparse.ArgumentParser:
     majors.add_arguments(sub.add_parser("majors", help="one study on PostgreSQL 13 to 18 (the registry's builds), then "
                                                        "its claims x majors page (yours/reports/majors_<study>.html)"))
     sub.choices["majors"].set_defaults(func=majors.run)
+    from pglab.app import slo_cli
+
+    slo_cli.add_arguments(sub.add_parser("slo", help="the highest rate each configuration of a study sustains at a "
+                                                     "p99 target, searched in every run of a campaign, with an "
+                                                     "interval over runs (yours/slo/<study>/<stamp>/report.html)"))
+    sub.choices["slo"].set_defaults(func=slo_cli.run)
     k = sub.add_parser("check", help="preflight: binaries, hosts, host keys, ports, study parameters")
     k.add_argument("studies", nargs="*", default=list(STUDIES), help="studies to check (default: all five)")
     k.add_argument("--inventory", default="params/hosts.yaml", help=INVENTORY_HELP)
