@@ -14,8 +14,11 @@ from pglab.analysis import over_runs
 from pglab.analysis.claims import comparison_frame, comparison_row, direction
 from pglab.app.collect import joinable, load_params
 from pglab.errors import UserError
+from pglab.hosts.inventory import Inventory
 from pglab.runs import campaign
 from pglab.runs.marks import sittings
+
+INV = Inventory()  # the boot is read on the run's host, here the local one
 
 CLAIM = direction("a is faster than b", 1.2)
 
@@ -80,15 +83,15 @@ def test_add_sitting_is_refused_before_anything_starts(tmp_path: Path) -> None:
     study = "synchronous_commit"
     name, p, _ = load_params(study, None, "quick")
     with pytest.raises(UserError, match="holds no synchronous_commit campaign"):
-        joinable(tmp_path / "raw" / study, study, name, p)
+        joinable(tmp_path / "raw" / study, study, name, p, INV)
     dest = published_campaign(tmp_path, study, name, {**p.model_dump(mode="json"), "seed": 7},
                               "2020-01-01T00:00:00+00:00")
-    assert joinable(dest, study, name, p) == [campaign.read(dest)["runs"][0]["run_id"]]  # long ago: another sitting
+    assert joinable(dest, study, name, p, INV) == [campaign.read(dest)["runs"][0]["run_id"]]  # long ago: another
     with pytest.raises(UserError, match="profile smoke"):
-        joinable(dest, study, "smoke", p)
+        joinable(dest, study, "smoke", p, INV)
     with pytest.raises(UserError, match="differ in blocks"):
-        joinable(dest, study, name, p.model_copy(update={"blocks": p.blocks + 1}))
+        joinable(dest, study, name, p.model_copy(update={"blocks": p.blocks + 1}), INV)
     soon = published_campaign(tmp_path / "b", study, name, p.model_dump(mode="json"),
                               pd.Timestamp.now(tz="UTC").isoformat())
     with pytest.raises(UserError, match="less than an hour ago on this boot"):
-        joinable(soon, study, name, p)
+        joinable(soon, study, name, p, INV)

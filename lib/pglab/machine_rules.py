@@ -16,7 +16,6 @@ OTHERS_MAX = 0.10  # a share of the machine's CPU that other processes may take 
 #: a minute (25 probes back to back, bench/machine_probe.py; docs/running.md): smaller swings are its normal state,
 #: which the interval over blocks and runs carries, and a probe cannot tell them from a drift
 DRIFT = {"cpu_loop_ms": 2.0, "flush_ops_s": 1.5}
-DRIFT_MAX = DRIFT["flush_ops_s"] - 1  # the tighter of the two, as a share (the bench's yardstick)
 
 
 def busy(state: dict[str, Any]) -> list[str]:

@@ -51,7 +51,8 @@ def analyze(study: str, run_dir: Path, derived: Path, figures: Path, reference: 
     def decide(last: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
         frames = {**own, ids[-1]: last}
         extra = {over_runs.RUNS_CSV: over_runs.runs_table(frames, marked, sittings)}
-        tables = [derived / campaign.OWN / i / FIDELITY for i in ids]
+        kept = [i for i in ids if i not in marked] or ids  # marked runs out, as in the verdicts
+        tables = [derived / campaign.OWN / i / FIDELITY for i in kept]
         if all(t.exists() for t in tables):  # an emulated study's: over the runs, each run's median one value
             extra[FIDELITY] = fidelity.pooled([pd.read_csv(t) for t in tables])
         return over_runs.comparison(frames, marked=marked, sittings=sittings), extra

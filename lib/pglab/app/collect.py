@@ -165,7 +165,7 @@ def measure_campaign(study: str, p: Any, *, data_root: str | Path, profile: str,
     return runs, campaign.record_of(records, study, profile, p.runs), ""
 
 
-def joinable(dest: Path, study: str, profile: str, p: Any) -> list[str]:
+def joinable(dest: Path, study: str, profile: str, p: Any, inventory: Inventory) -> list[str]:
     """The run ids of the campaign published in ``dest`` that ``--add-sitting`` adds another sitting to; a
     UserError before anything starts when there is none, it is of another profile or parameters (the seed aside),
     or its last run ended less than an hour ago on this boot (the new runs would be of the same sitting)."""
@@ -181,15 +181,20 @@ def joinable(dest: Path, study: str, profile: str, p: Any) -> list[str]:
         raise UserError(f"--add-sitting: the published campaign's parameters differ in {', '.join(differ)}: a "
                         "verdict across sittings pools runs of one configuration; collect a campaign of its own")
     ended = marks.when(last.get("end"))
-    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    before = next(iter(((last.get("machine") or {}).get("before") or {}).values()), {})
-    if ended and before.get("boot_id") == boot:
+    host, before = next(iter(((last.get("machine") or {}).get("before") or {}).items()), ("", {}))
+    if ended and before.get("boot_id") and host in inventory.hosts and _boot_id(inventory, host) == before["boot_id"]:
         wait = marks.SITTING_GAP_S - (datetime.now(timezone.utc) - ended).total_seconds()
         if wait > 0:
             raise UserError(f"--add-sitting: the published campaign's last run ended {last.get('end')}, less than an "
                             f"hour ago on this boot: the new runs would be of the same sitting; wait {wait / 60:.0f} "
                             "min (or after a reboot)")
     return [str(r["run_id"]) for r in old["runs"]]
+
+
+def _boot_id(inventory: Inventory, host: str) -> str:
+    """The boot the run's host is on now (over SSH for a remote one), as the machine probe reads it."""
+    with inventory.connect(host) as h:
+        return h.read_text("/proc/sys/kernel/random/boot_id").strip()
 
 
 def collect_campaign(a: argparse.Namespace, name: str, p: Any, inventory: Inventory) -> tuple[int, list[Path]]:
@@ -199,7 +204,7 @@ def collect_campaign(a: argparse.Namespace, name: str, p: Any, inventory: Invent
         raise UserError(f"--resume continues one run, and profile {name} is a campaign of {p.runs} runs: resume the "
                         "run with `--resume RUN` and a profile of runs: 1, or start the campaign again")
     dest = published_dir(a)
-    earlier = joinable(dest, a.study, name, p) if getattr(a, "add_sitting", False) else []
+    earlier = joinable(dest, a.study, name, p, inventory) if getattr(a, "add_sitting", False) else []
     runs, record, why = measure_campaign(a.study, p, data_root=a.data_root, profile=name, inventory=inventory,
                                          progress=not a.quiet, accept_failed=a.accept_failed)
     if why:

@@ -6,7 +6,7 @@ So a run is not started on a busy machine (others' CPU share over ``OTHERS_MAX``
 asked (``--busy-ok``, and then the run is marked), and what the verdicts rest on is probed at both ends: the
 others' CPU share, steal and load, a CPU speed probe (a fixed shell loop: the same work, so its time moves with the
 CPU's speed), the disk's flush rate (``pglab-flushprobe``, where ``make setup`` built it) and the boot. A drift
-between the two probes past ``DRIFT_MAX`` marks the run too.
+between the two probes past ``DRIFT`` (a factor per probe) marks the run too.
 
 "Others" is the machine's busy CPU less pglab's own process (nothing of the run is running at either probe).
 """
@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from pglab.hosts.base import Host
-from pglab.machine_rules import DRIFT, DRIFT_MAX, OTHERS_MAX, busy, drift  # noqa: F401  (the probe's rules)
+from pglab.machine_rules import DRIFT, OTHERS_MAX, busy, drift  # noqa: F401  (the probe's rules)
 
 PROBE_S = float(os.environ.get("PGLAB_PROBE_S", "1.0"))  # the CPU window; the test suite shortens it
 LOAD_WAIT_S = 90.0  # a load above the cores is waited out this long (it decays over a minute) before refusing
