@@ -104,3 +104,20 @@ def test_a_smoke_campaign_searches_each_level_on_a_synchronous_pair_and_reports_
     before = (campaign / "slo_summary.csv").read_text()
     assert main(["slo", "--analyse", str(campaign)]) == 0
     assert (campaign / "slo_summary.csv").read_text() == before
+
+
+@pytest.mark.slow
+def test_fdw_overhead_searches_through_its_foreign_targets(tmp_path: Path) -> None:
+    """The study's own set-up (two instances, postgres_fdw servers, REPEATABLE READ): each target's trials run
+    against its own database, serialization failures retried as the study retries them."""
+    out = tmp_path / "slo"
+    assert main(["slo", "fdw_overhead", "--p99", "500", "--configs", "local,FDW_external", "--profile", "smoke",
+                 "--max-trials", "3", "--out", str(out), "--no-progress"]) == 0
+    (campaign,) = (out / "fdw_overhead").iterdir()
+    (run,) = (campaign / "runs").iterdir()
+    for config, db in (("local", "source"), ("FDW_external", "fdw_external")):
+        s = json.loads((run / f"search-{config}.json").read_text())
+        command = (run / s["trials"][0]["point"] / "command.txt").read_text()
+        assert command.rstrip().endswith(f" {db}") and "--max-tries=10" in command
+    assert json.loads((run / "init" / "fdw_setup.json").read_text())["FDW_external"]
+    assert set(pd.read_csv(campaign / "slo_summary.csv").config) == {"local", "FDW_external"}

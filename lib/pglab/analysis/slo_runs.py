@@ -50,7 +50,9 @@ def runs_table(campaign: str | Path) -> pd.DataFrame:
     closed-loop peak, and why the run is marked ('' when it is not)."""
     rows = []
     for d in run_dirs(campaign):
-        why = "; ".join(marks.marks(load_manifest(d)))
+        m = load_manifest(d)
+        status = m.get("status")  # an interrupted or failed run's finished searches are shown, never pooled
+        why = "; ".join([*marks.marks(m), *([f"the run ended {status}"] if status != "complete" else [])])
         for s in searches(d):
             rate = s.get("rate")
             peak = s.get("peak_tps")

@@ -23,10 +23,10 @@ from pglab.workloads.slo import TrialSpec, run_search
 
 
 def closed_loop_peak(node: Node, point: Point, dbname: str, *, clients: int = 4, seconds: int = 5,
-                     select_only: bool = True, client: Client | None = None) -> float:
+                     select_only: bool = True, client: Client | None = None, extra: tuple[str, ...] = ()) -> float:
     """pgbench's tps with no rate limit (``clients`` at once, ``-T seconds``): where the search starts from."""
     argv = pgbench.pgbench_argv(client or node, dbname, clients=clients, jobs=min(clients, 2), duration_s=seconds,
-                                select_only=select_only, no_vacuum=True)
+                                select_only=select_only, no_vacuum=True, extra=list(extra))
     result = pgbench.run(node, point, argv, timeout=seconds + 120, client=client)
     if result.exit_code != 0:
         raise RuntimeError(f"closed-loop pgbench exited {result.exit_code}: {result.stderr.strip()[-500:]}")
@@ -37,12 +37,13 @@ def find_rate(node: Node, new_point: Callable[[int, float], Point], *, peak: flo
               dbname: str, clients: int = 4, select_only: bool = True, short_s: float = 5.0, full_s: float = 30.0,
               warmup_s: float = 1.0, drain_s: float = 1.0, width: float = 0.03, max_trials: int = 40,
               late_limit_ms: float | None = None, seed: int = 0, client: Client | None = None,
-              on_trial: Callable[[int, float, float, Any], None] | None = None, **search: Any) -> SearchResult:
+              extra: tuple[str, ...] = (), on_trial: Callable[[int, float, float, Any], None] | None = None,
+              **search: Any) -> SearchResult:
     """The highest Poisson rate whose trials are good at ``target_ms`` (docs/measurement.md, "The rate at a
     latency target"), searched from a quarter of ``peak`` with trials on ``node``, each in ``new_point(n, rate)``."""
     rule = Rule(target_ms, late_limit_ms=late_limit_ms)
     spec = TrialSpec(dbname, late_limit_ms=rule.late_ms, clients=clients, select_only=select_only,
-                     warmup_s=warmup_s, drain_s=drain_s)
+                     warmup_s=warmup_s, drain_s=drain_s, extra=tuple(extra))
     s = Search(peak, target_ms, short_s=short_s, full_s=full_s, width=width, max_trials=max_trials, seed=seed,
                **search)
 

@@ -8,8 +8,9 @@ per-transaction logs are in the run's point folders, and each search's result in
 before the analysis (``pglab.analysis.slo_runs``) reads them back into tables, intervals over runs, figures
 and a page. Everything goes into a new folder ``yours/slo/<study>/<stamp>/``: no earlier campaign is touched.
 
-Which studies: synchronous_commit (its levels on a primary with one synchronous standby, TPC-B-like writes).
-fdw_overhead and logical_replication are not wired yet (docs/measurement.md says so).
+Which studies (``pglab.app.slo_targets``): synchronous_commit (its levels on a primary with one synchronous
+standby) and fdw_overhead (local and its three foreign targets), TPC-B-like writes in both. logical_replication
+is not wired yet (docs/measurement.md says so).
 """
 
 from __future__ import annotations
@@ -18,30 +19,24 @@ import datetime as dt
 import json
 import random
 import uuid
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from pglab.app.slo import closed_loop_peak, find_rate
+from pglab.app.slo_targets import HOST, TARGETS, Target
 from pglab.errors import UserError
 from pglab.hosts.inventory import Inventory
-from pglab.nodes import topology
 from pglab.nodes.node import Node
 from pglab.runs import machine
 from pglab.runs.progress import bar
-from pglab.runs.session import Session, session
+from pglab.runs.session import session
 from pglab.runs.store import Point, RunStore
-from pglab.studies.synchronous_commit.collect import set_level
-from pglab.workloads import pgbench
 
-DB = "bench"  # the database synchronous_commit's set_level proves the level in
-HOST = "local"
 # the search stops (no rate sustained) below peak/16: two halvings under its start at a quarter of the peak. Lower,
 # a trial needs 299 transactions to bound p99 and grows as 1/rate (minutes a trial), and a target missed at a
 # sixteenth of the peak is missed for the disk's or the machine's stalls, not for a queue a lower rate would drain
 MIN_RATE_DIVISOR = 16
-LEVELS = ("on", "remote_write", "local", "off", "remote_apply")
 
 
 @dataclass(frozen=True)
@@ -62,53 +57,17 @@ class Preset:
 PRESETS = {
     "smoke": Preset(runs=1, scale=1, clients=2, short_s=1, full_s=2, peak_s=2, max_trials=8, warmup_s=0.5,
                     drain_s=0.5),
-    "quick": Preset(runs=3, scale=10, clients=4, short_s=3, full_s=8, peak_s=5, max_trials=12),
+    "quick": Preset(runs=3, scale=10, clients=4, short_s=3, full_s=8, peak_s=5, max_trials=16),
     "standard": Preset(runs=5, scale=10, clients=4, short_s=5, full_s=20, peak_s=10, max_trials=16),
 }
-
-
-@dataclass(frozen=True)
-class Target:
-    """A study as the search sees it: the configurations, the baseline, the servers, and how a configuration is
-    put in effect."""
-
-    study: str
-    configs: tuple[str, ...]
-    baseline: str
-    select_only: bool
-    setup: Callable[[Session, RunStore, Preset], Node]
-    apply: Callable[[Node, str], None]
-
-
-def _sync_setup(s: Session, store: RunStore, pre: Preset) -> Node:
-    topo = topology.streaming(s.deploy, HOST, [("standby1", HOST)], method="FIRST", count=1,
-                              settings={"max_connections": 4 * pre.clients + 20})
-    primary = topo.primary
-    primary.query(f"create database {DB}")
-    store.manifest["topology"] = {**topo.describe(), **s.deploy.where()}
-    store.save()
-    point = store.point("init", unique=True, kind="init")
-    res = pgbench.initialise(primary, point, DB, pre.scale)
-    point.finish("ok" if res.exit_code == 0 else "failed")
-    if res.exit_code != 0:
-        raise RuntimeError(f"pgbench -i exited {res.exit_code}: {res.stderr.strip()[-300:]}")
-    return primary
-
-
-def _sync_apply(primary: Node, level: str) -> None:
-    set_level(primary, level, "standby1")  # in effect in a new session, the standby still sync: or it raises
-
-
-TARGETS = {"synchronous_commit": Target("synchronous_commit", ("on", "remote_write", "local", "off"), "on", False,
-                                        _sync_setup, _sync_apply)}
 
 
 def check(study: str, target_ms: float, configs: list[str] | None, profile: str, runs: int | None,
           max_trials: int | None = None) -> Target:
     """Everything the campaign is asked, refused with one line (UserError) before anything starts."""
     if study not in TARGETS:
-        raise UserError(f"pglab slo {study}: not wired for this study (only: {', '.join(TARGETS)}); fdw_overhead and "
-                        "logical_replication are planned")
+        raise UserError(f"pglab slo {study}: not wired for this study (only: {', '.join(TARGETS)}); "
+                        "logical_replication is planned")
     if not (target_ms > 0) or target_ms != target_ms or target_ms > 60_000:
         raise UserError(f"--p99 {target_ms:g}: a target in milliseconds above 0 and at most 60000")
     if profile not in PRESETS:
@@ -118,10 +77,9 @@ def check(study: str, target_ms: float, configs: list[str] | None, profile: str,
     if max_trials is not None and not 3 <= max_trials <= 200:
         raise UserError(f"--max-trials {max_trials}: between 3 and 200")
     t = TARGETS[study]
-    allowed = LEVELS if study == "synchronous_commit" else t.configs
     for c in configs or []:
-        if c not in allowed:
-            raise UserError(f"--configs: {c!r} is not a configuration of {study} (one of {', '.join(allowed)})")
+        if c not in t.allowed:
+            raise UserError(f"--configs: {c!r} is not a configuration of {study} (one of {', '.join(t.allowed)})")
     if configs is not None and len(set(configs)) != len(configs):
         raise UserError("--configs: a configuration named twice")
     return t
@@ -171,17 +129,17 @@ def _one_run(t: Target, pre: Preset, configs: list[str], target_ms: float, campa
     random.Random(seed).shuffle(order)
     with session(inventory, store) as s:
         s.deploy.open([HOST])
-        node = t.setup(s, store, pre)
+        servers = t.setup(s, store, pre.scale, pre.clients)
         for n, config in enumerate(order):
-            t.apply(node, config)
-            peak = closed_loop_peak(node, store.point(f"peak-{config}", kind="slo-peak", config=config), DB,
-                                    clients=pre.clients, seconds=pre.peak_s, select_only=t.select_only)
-            _search(node, store, t, pre, config, n, peak, target_ms, seed, progress, label)
+            node, db = t.apply(servers, config)
+            peak = closed_loop_peak(node, store.point(f"peak-{config}", kind="slo-peak", config=config), db,
+                                    clients=pre.clients, seconds=pre.peak_s, select_only=t.select_only, extra=t.extra)
+            _search(node, db, store, t, pre, config, n, peak, target_ms, seed, progress, label)
     machine.closed(store, inventory, [HOST])
     store.save()
 
 
-def _search(node: Node, store: RunStore, t: Target, pre: Preset, config: str, order: int, peak: float,
+def _search(node: Node, db: str, store: RunStore, t: Target, pre: Preset, config: str, order: int, peak: float,
             target_ms: float, seed: int, progress: bool, label: str) -> None:
     points: list[str] = []
     shown = bar(pre.max_trials, f"slo {label} {config}", unit="trial", disable=not progress)
@@ -196,9 +154,9 @@ def _search(node: Node, store: RunStore, t: Target, pre: Preset, config: str, or
         shown.update(1)
 
     try:
-        result = find_rate(node, new_point, peak=peak, target_ms=target_ms, dbname=DB, clients=pre.clients,
+        result = find_rate(node, new_point, peak=peak, target_ms=target_ms, dbname=db, clients=pre.clients,
                            select_only=t.select_only, short_s=pre.short_s, full_s=pre.full_s, warmup_s=pre.warmup_s,
-                           drain_s=pre.drain_s, max_trials=pre.max_trials, seed=seed, on_trial=on_trial,
+                           drain_s=pre.drain_s, max_trials=pre.max_trials, seed=seed, on_trial=on_trial, extra=t.extra,
                            min_rate=peak / MIN_RATE_DIVISOR)
     finally:
         shown.close()

@@ -12,7 +12,8 @@ ROOT = YOURS / "slo"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from pglab.app.slo_campaign import PRESETS, TARGETS
+    from pglab.app.slo_campaign import PRESETS
+    from pglab.app.slo_targets import TARGETS
 
     p.add_argument("study", nargs="?", choices=sorted(TARGETS), help="the study whose configurations are searched")
     p.add_argument("--p99", type=float, metavar="MS", help="the latency target: p99 at or under MS milliseconds")
@@ -21,7 +22,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "configuration a run), standard (5 runs, 20 s deciding trials); default quick")
     p.add_argument("--runs", type=int, help="runs in the campaign (default: the profile's)")
     p.add_argument("--configs", help="comma-separated configurations (default: the study's; synchronous_commit: "
-                                     "on,remote_write,local,off)")
+                                     "on,remote_write,local,off; fdw_overhead: local,FDW_local,FDW_external,"
+                                     "FDW_ext_ro)")
     p.add_argument("--max-trials", type=int, help="each search's budget of trials (default: the profile's); a search "
                                                  "cut short keeps its best rate, marked not confirmed")
     p.add_argument("--seed", type=int, default=0, help="the first run's seed (its configuration order and its "
