@@ -99,6 +99,7 @@ def test_a_smoke_campaign_searches_each_level_on_a_synchronous_pair_and_reports_
         sum(len(s["trials"]) for s in searched.values())
     page = (campaign / "report.html").read_text()
     assert "p99 &le; 200 ms" in page and "slo_rates.png" in page and (campaign / "latency_curve.png").exists()
+    assert "Every run is of one sitting (sitting of " in page  # the scope, as every verdict names it
     assert "off" in printed and str(campaign) in printed
     # analysed again from the raw folders: the same tables
     before = (campaign / "slo_summary.csv").read_text()

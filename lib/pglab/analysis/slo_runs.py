@@ -140,6 +140,17 @@ def write_tables(campaign: str | Path, baseline: str | None, order: Sequence[str
     return out
 
 
+def scope(campaign: str | Path) -> str:
+    """What the intervals describe, in words: the sittings the runs were made in (``pglab.runs.marks.sittings``)."""
+    manifests = {d.name: load_manifest(d) for d in run_dirs(campaign)}
+    labels = sorted(set(marks.sittings(manifests).values()))
+    if len(labels) == 1:
+        return (f"Every run is of one sitting ({labels[0]}): the intervals describe this machine that afternoon; "
+                "when afternoons differ as much as runs do, such an interval covers the machine's value about "
+                "68% of the time, not 95% (docs/measurement.md, \"Sittings\").")
+    return f"The runs are of {len(labels)} sittings ({'; '.join(labels)}); each interval is over all their runs."
+
+
 def campaign_record(campaign: str | Path) -> Mapping[str, Any]:
     """What the campaign was asked (``campaign.json``)."""
     return json.loads((Path(campaign) / "campaign.json").read_text())

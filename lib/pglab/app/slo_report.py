@@ -12,7 +12,7 @@ import pandas as pd
 
 from pglab.analysis import figures
 from pglab.analysis.slo_figures import fig_latency_curve, fig_rates
-from pglab.analysis.slo_runs import campaign_record, sentences, write_tables
+from pglab.analysis.slo_runs import campaign_record, scope, sentences, write_tables
 from pglab.errors import UserError
 
 PAGE = "report.html"
@@ -36,11 +36,11 @@ def analyse(campaign: str | Path) -> dict[str, Any]:
     made = fig_rates(summary, runs, float(rec["target_ms"]), d) + fig_latency_curve(trials, float(rec["target_ms"]),
                                                                                     d, rec.get("configs") or ())
     words = sentences(summary, rec.get("baseline"), float(rec["target_ms"]))
-    (d / PAGE).write_text(page(rec, summary, runs, words))
+    (d / PAGE).write_text(page(rec, summary, runs, words, scope(d)))
     return {"folder": d, "sentences": words, "figures": made, "summary": summary}
 
 
-def page(rec: dict[str, Any], summary: pd.DataFrame, runs: pd.DataFrame, words: list[str]) -> str:
+def page(rec: dict[str, Any], summary: pd.DataFrame, runs: pd.DataFrame, words: list[str], where: str) -> str:
     target = float(rec["target_ms"])
     left = runs[runs.marked != ""]
     head = (f"<h1>{html.escape(rec['study'])}: the rate each configuration sustains at p99 &le; {target:g} ms</h1>"
@@ -55,7 +55,7 @@ def page(rec: dict[str, Any], summary: pd.DataFrame, runs: pd.DataFrame, words: 
             "intervals and shown hollow.</p>" if len(left) else "")
     return ("<!doctype html><html><head><meta charset='utf-8'><meta name='viewport' content='width=device-width'>"
             f"<title>pglab slo {html.escape(rec['study'])}</title><style>{STYLE}</style></head><body>{head}"
-            f"<h2>What was found</h2><ul>{found}</ul>{note}"
+            f"<h2>What was found</h2><ul>{found}</ul>{note}<p>{html.escape(where)}</p>"
             "<img src='slo_rates.png' alt='SLO rate per configuration'>"
             "<img src='latency_curve.png' alt='latency against the offered rate'>"
             f"<h2>Per configuration</h2>{_summary_table(summary, rec.get('baseline'))}"
