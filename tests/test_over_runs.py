@@ -125,20 +125,26 @@ def test_a_size_claim_outside_its_band_on_every_run_did_not_hold() -> None:
 
 
 def test_verdicts_over_three_archived_runs_recompute_from_their_own_rows() -> None:
-    """Three archived fdw_overhead runs of the DVC remote analysed on their own: the verdicts over them are the
-    t interval recomputed here from each run's reproduced value, and each run's per-block values give its median."""
+    """The archived fdw_overhead runs of the DVC remote analysed on their own: the verdicts over them are the
+    t interval recomputed here from each run's reproduced value (over the sittings' geometric means, the shipped
+    campaign being of two sittings), and each run's per-block values give its median."""
     found = [(h, m) for h, m in shipped.remote_runs(REPO / "data" / "dvc-remote") if m["study"] == "fdw_overhead"]
     assert len(found) >= 3
     pulled_analyses("fdw_overhead")
     derived = sorted((REPO / "data" / "derived" / "fdw_overhead" / campaign.OWN).glob("*/comparison.csv"))
-    assert len(derived) == 5  # the shipped quick profile is a campaign of 5 runs
+    assert len(derived) == 10  # the shipped quick profile's campaign of 5 runs, and a second sitting of 5
     fs = {p.parent.name: pd.read_csv(p) for p in derived}
-    c = over_runs.comparison(fs)
+    runs = pd.read_csv(REPO / "data" / "derived" / "fdw_overhead" / over_runs.RUNS_CSV)
+    sittings = dict(zip(runs.run_id, runs.sitting, strict=True))
+    assert len(set(sittings.values())) == 2
+    c = over_runs.comparison(fs, sittings=sittings)
     shipped_c = pd.read_csv(REPO / "data" / "derived" / "fdw_overhead" / "comparison.csv")
     assert list(c["verdict"]) == list(shipped_c["verdict"])
+    assert list(c["here_verdict"]) == list(shipped_c["here_verdict"])
     for claim, row in c.set_index("claim").iterrows():
         values = [float(f.set_index("claim").loc[claim, "reproduced"]) for f in fs.values()]
-        centre, lo, hi = over_runs.log_t_interval(values)
+        per = over_runs.sitting_means(values, [sittings[i] for i in fs])
+        centre, lo, hi = over_runs.log_t_interval([math.exp(float(np.mean(np.log(v)))) for v in per.values()])
         assert (row["reproduced"], row["ci_low"], row["ci_high"]) == pytest.approx((centre, lo, hi), abs=2e-4)
         for f in fs.values():
             r = f.set_index("claim").loc[claim]
