@@ -68,7 +68,7 @@ def check(study: str, target_ms: float, configs: list[str] | None, profile: str,
     if study not in TARGETS:
         raise UserError(f"pglab slo {study}: not wired for this study (only: {', '.join(TARGETS)}); "
                         "logical_replication is planned")
-    if not (target_ms > 0) or target_ms != target_ms or target_ms > 60_000:
+    if not 0 < target_ms <= 60_000:  # NaN fails the comparison too
         raise UserError(f"--p99 {target_ms:g}: a target in milliseconds above 0 and at most 60000")
     if profile not in PRESETS:
         raise UserError(f"--profile {profile}: one of {', '.join(PRESETS)}")
