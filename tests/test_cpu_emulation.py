@@ -44,11 +44,17 @@ def test_a_cpu_share_holds_a_real_server_and_its_clients(inventory: Inventory) -
         node.query("create database b")
         assert node.host.run([node.bin("pgbench"), "-i", "-s", "1", "-q", "b"],
                              env=pgbench.session_env(node)).exit_code == 0
+        before = group.stat()
+        started = time.monotonic()
         slow = _select_tps(node)
-        throttled = group.stat().get("nr_throttled", 0)
+        held, after = time.monotonic() - started, group.stat()
+        throttled = after.get("nr_throttled", 0) - before.get("nr_throttled", 0)
+        held_back = (after.get("throttled_time", 0) - before.get("throttled_time", 0)) / 1e9 / held
         s.deploy.set_share(1.0)
         fast = _select_tps(node)
-        assert throttled > 0 and slow < 0.6 * fast, (slow, fast, throttled)
+        # The quota's own account: a 25% share held a busy pair back about 75% of the wall time (0.5 with four busy
+        # loops beside it). The tps ratio alone (about 0.2 idle) depends on what else runs: 0.73 was seen under CI.
+        assert throttled > 0 and held_back >= 0.3, (slow, fast, throttled, held_back)
         record = s.deploy.emulated()
         assert record["cpu"]["primary"]["share"] == 1.0 and record["cpu_share"] == 0.25
         path = group.path
