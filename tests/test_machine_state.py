@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 from pglab.app.where_ran import machine_html
-from pglab.hosts import machine_state
+from pglab.hosts import machine_state, run_account
 from pglab.hosts.local import LocalHost
+from pglab.workloads import cpu
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -111,3 +112,75 @@ def test_marks_are_recomputed_by_todays_rule_and_the_env_keeps_them(monkeypatch:
     assert machine.left_out({"a": old, "b": busy, "c": moved}).keys() == {"b", "c"}
     monkeypatch.setenv(machine.WITH_MARKED, "1")
     assert machine.left_out({"b": busy}) == {}
+
+
+_ACCOUNT = """
+import json, subprocess, sys, time
+from pglab.hosts import run_account
+from pglab.hosts.local import LocalHost
+from pglab.workloads import cpu
+from pglab.workloads import cpu
+loop = [sys.executable, "-c", "while True: pass"]
+outside = subprocess.Popen(loop)  # started before the run's group: another load
+name = run_account.join()
+inside = subprocess.Popen(loop)  # started by the run: its own, whoever it is reparented to
+time.sleep(0.3)
+host = LocalHost()
+b, o0 = cpu.sample(host), run_account.usage_ns()
+time.sleep(2)
+a, o1 = cpu.sample(host), run_account.usage_ns()
+total = sum(a[k] - b[k] for k in cpu.FIELDS)
+own = (o1 - o0) / 1e9 * cpu.CLK_TCK / total
+others = cpu.others(b, a, o1 - o0)
+for p in (outside, inside):
+    p.kill(); p.wait()
+left = run_account.leave(name)
+print(json.dumps({"name": name, "own": own, "others": others, "left": left,
+                  "gone": not (run_account.ROOT / name).exists()}))
+"""
+
+
+@pytest.mark.skipif(not run_account.available(), reason="needs cgroup v1's cpuacct on its own, writable (root)")
+def test_the_runs_own_cpu_is_counted_apart_from_others() -> None:
+    """Two busy loops of the same priority: the one the run started counts as its own (the cpuacct group it
+    inherits), the one started before counts as others; the group is gone once the run left it."""
+    res = subprocess.run([sys.executable, "-c", _ACCOUNT], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    got = json.loads(res.stdout)
+    assert got["name"].startswith(run_account.PREFIX) and got["left"] and got["gone"], got
+    # each loop has one core of two at idle (about 0.5 each); a busy suite shares them out, never to nothing
+    assert got["own"] > 0.08 and got["others"] > 0.08, got
+    assert cpu.others({}, {"idle": 1}, 0) is None and cpu.others({"idle": 0}, {"idle": 1}, None) is None
+
+
+def test_a_point_measured_beside_a_load_is_measured_again_and_a_second_is_kept_and_marks_the_run(
+        tmp_path: Path) -> None:
+    """The sweep's rule, with the flag a real point would carry (``pglab.workloads.cpu.during``): the first
+    flagged attempt is set aside and measured again at once; a second flagged one is kept, and marks the run."""
+    from pglab.runs import machine, marks, sweep
+    from pglab.runs.reading import point_metas
+    from pglab.runs.store import RunStore
+
+    store = RunStore(tmp_path, "study", "test", {})
+    points = sweep.plan_blocks(["a", "b"], "a", [sweep.Group("c001", {"clients": 1})], 1, seed=1)
+    flags = {"b01-c001-a": [True, False], "b01-c001-b": [True, True]}  # a blip, then a load that stays
+
+    def measure(planned: sweep.Planned, point) -> None:  # noqa: ANN001
+        point.meta["busy_flag"] = (flags.get(planned.id) or [False]).pop(0)
+        point.meta["others"] = 0.4 if point.meta["busy_flag"] else 0.01
+
+    counts = sweep.run(store, points, measure, desc="t", progress=False)
+    assert counts["ok"] == len(points) and counts["total"] == len(points)
+    aside = sorted(p.name for p in (store.dir / sweep.BESIDE_A_LOAD).iterdir())
+    assert aside == ["b01-c001-a.1", "b01-c001-b.1"]
+    assert sorted(store.manifest["remeasured_beside_a_load"]) == ["b01-c001-a", "b01-c001-b"]
+    kept = {m["point"]: m for _, m in point_metas(store.dir, store.manifest)}
+    assert set(kept) == {p.id for p in points} and kept["b01-c001-b"]["busy_flag"] and not kept["b01-c001-a"][
+        "busy_flag"]
+    store.manifest["machine"] = {"before": {}, "busy_at_start": [], "marked": []}
+    m = store.manifest["machine"]
+    m["busy_points"] = [i for i, x in kept.items() if x.get("busy_flag")]
+    assert marks.marks(store.manifest) == marks.beside_a_load(m) == [
+        "1 point(s) measured twice while other processes took more than 10% of the CPU (b01-c001-b)"]
+    assert "measured twice" in machine_html({"machine": {**m, "marked": marks.marks(store.manifest)}})
+    assert machine.busy_ok.__module__ == "pglab.machine_rules"

@@ -8,9 +8,17 @@ and the ledger judge a run's record by these rules long after, and must not impo
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-OTHERS_MAX = 0.10  # a share of the machine's CPU that other processes may take at a run's start
+OTHERS_MAX = 0.10  # a share of the machine's CPU that other processes may take at a run's start, or during a point
+BUSY_OK = "PGLAB_BUSY_OK"  # "1": a run measures on a busy machine all the same (``--busy-ok``); the run is marked
+
+
+def busy_ok() -> bool:
+    """Whether the run was asked to measure on a busy machine (then its points are not judged one by one: the whole
+    run is marked already)."""
+    return os.environ.get(BUSY_OK) == "1"
 #: how far each probe may move between a run's two probes (a factor, either way) before the run is marked: the CPU
 #: probe 2x, the flush rate 1.5x, because on this VM at idle the CPU probe swings 1.7x and the flush probe 1.6x within
 #: a minute (25 probes back to back, bench/machine_probe.py; docs/running.md): smaller swings are its normal state,

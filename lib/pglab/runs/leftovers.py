@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pglab.hosts import procs
+from pglab.hosts import procs, run_account
 from pglab.hosts.base import Host
 from pglab.hosts.inventory import Inventory, load_inventory
 from pglab.hosts.local import LocalHost
@@ -231,6 +231,8 @@ def _clean_run(path: Path, manifest: dict[str, Any], inventory: Inventory, force
                     {"kind": "passfile", "host": host_name, "path": f"{base}/pgpass"})
         for local in manifest.get("local_passfiles", {}).values():
             _remove_local_passfile(str(local), act)
+        if (group := manifest.get("cpu_account")) and run_account.leave_empty(group):  # the run's own CPU count
+            act(f"removed CPU account group {run_account.ROOT}/{group}", "done")
     finally:
         conns.close()
     manifest["cleanup"] = {"by": "pglab cleanup", "at": now(), "actions": actions}

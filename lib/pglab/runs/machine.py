@@ -7,21 +7,16 @@ busy machine all the same, and marks it: a marked run is one no verdict should r
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any
 
 from pglab.errors import UserError
 from pglab.hosts import machine_state
 from pglab.hosts.inventory import Inventory
+from pglab.machine_rules import BUSY_OK, busy_ok  # noqa: F401  (``--busy-ok`` sets it)
 from pglab.runs import marks
+from pglab.runs.reading import point_metas
 from pglab.runs.store import RunStore
-
-BUSY_OK = "PGLAB_BUSY_OK"
-
-
-def busy_ok() -> bool:
-    return os.environ.get(BUSY_OK) == "1"
 
 
 def probe(inventory: Inventory, hosts: Sequence[str], wait: bool = False,
@@ -59,8 +54,9 @@ def opened(store: RunStore, before: dict[str, dict[str, Any]], reasons: list[str
 
 
 def closed(store: RunStore, inventory: Inventory, hosts: Sequence[str]) -> None:
-    """The end's probe and what drifted since the start; a drift, or points measured beside another load, mark the
-    run. Never raises: the run's own outcome is what a failure here must not hide."""
+    """The end's probe and what drifted since the start; a drift, or points measured beside another load (each
+    measured twice, ``pglab.runs.sweep``), mark the run. Never raises: the run's own outcome is what a failure here
+    must not hide."""
     m = store.manifest.setdefault("machine", {"before": {}, "marked": []})
     try:
         after = probe(inventory, hosts, written_back=True)
@@ -70,4 +66,7 @@ def closed(store: RunStore, inventory: Inventory, hosts: Sequence[str]) -> None:
     m["after"] = after
     m["drift"] = [f"host {h}: {d}" for h, s in after.items() for d in machine_state.drift(m["before"].get(h, {}), s)]
     m["busy_at_end"] = marks.busy_at_end(after)
-    m["marked"] = list(dict.fromkeys([*m.get("marked", []), *m["busy_at_end"], *m["drift"]]))
+    m["busy_points"] = [meta.get("point") or d.name for d, meta in point_metas(store.dir, store.manifest)
+                        if meta.get("busy_flag")]
+    m["marked"] = list(dict.fromkeys([*m.get("marked", []), *m["busy_at_end"], *m["drift"],
+                                      *marks.beside_a_load(m)]))

@@ -24,7 +24,18 @@ def marks(manifest: dict[str, Any]) -> list[str]:
     m = manifest.get("machine") or {}
     before, after = m.get("before") or {}, m.get("after") or {}
     moved = [f"host {h}: {d}" for h, s in after.items() for d in drift(before.get(h, {}), s)]
-    return list(dict.fromkeys([*(m.get("busy_at_start") or []), *busy_at_end(after), *moved]))
+    return list(dict.fromkeys([*(m.get("busy_at_start") or []), *busy_at_end(after), *moved, *beside_a_load(m)]))
+
+
+def beside_a_load(machine: dict[str, Any]) -> list[str]:
+    """The points measured twice while another load took more than its share of the CPU (the second kept, flagged,
+    left out of the analysis): the load was no blip, so the run is no run of a machine sitting still."""
+    ids = machine.get("busy_points") or []
+    if not ids:
+        return []
+    shown = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
+    return [f"{len(ids)} point(s) measured twice while other processes took more than {OTHERS_MAX:.0%} of the CPU "
+            f"({shown})"]
 
 
 SITTING_GAP_S = 3600  # runs further apart than this (or on another boot) are of another sitting

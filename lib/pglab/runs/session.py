@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pglab.errors import first_line
-from pglab.hosts import procs
+from pglab.hosts import procs, run_account
 from pglab.hosts.base import Background, Host
 from pglab.hosts.builds import Build
 from pglab.hosts.inventory import Inventory
@@ -267,6 +267,9 @@ def session(inventory: Inventory, store: RunStore | None = None, tls: bool = Fal
     """A Session that always closes; the store's status, written after everything was released, says
     how the run ended."""
     s = Session(inventory, store, tls, emulation, build)
+    account = run_account.join()  # the run's own CPU, so that a point's "others" are others (pglab.workloads.cpu)
+    if store and account:
+        store.manifest["cpu_account"] = account  # for `pglab cleanup`, should the run be killed
     outcome = "failed"
     not_ok: dict[str, str] | None = None  # read once the body ended: a failed run is read in ``finally``
     in_flight = False
@@ -289,6 +292,7 @@ def session(inventory: Inventory, store: RunStore | None = None, tls: bool = Fal
                 except Exception as exc:  # noqa: BLE001  (close collects its own errors; this is a bug's last net)
                     leftovers = [{"kind": "unknown", "error": f"{type(exc).__name__}: {exc}"}]
                     print(f"pglab: cleanup failed: {exc}", file=sys.stderr)
+                run_account.leave(account)  # a group something still runs in stays for `pglab cleanup`
                 if noted:
                     outcome = "interrupted"
                 status = "cleanup_failed" if leftovers else outcome

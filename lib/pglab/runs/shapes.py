@@ -21,8 +21,9 @@ from pglab.runs.formats import FORMAT_VERSION
 PLAIN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 #: what a run's ``status`` can be (docs/running.md, "A run's status"): ``running`` until it ends
 RunStatus = Literal["running", "complete", "partial", "failed", "interrupted", "killed", "cleanup_failed"]
-#: what a point's ``status`` can be (``runs.store.Point``; ``interrupted``: set aside by a resume)
-PointStatus = Literal["running", "ok", "failed", "inconsistent", "interrupted"]
+#: what a point's ``status`` can be (``runs.store.Point``; ``interrupted``: set aside by a resume; ``beside_a_load``:
+#: set aside, measured while another load took its share, and measured again, ``runs.sweep``)
+PointStatus = Literal["running", "ok", "failed", "inconsistent", "interrupted", "beside_a_load"]
 
 Count = Annotated[int, Strict(), Field(ge=0)]  # blocks, points, exit counts: a whole number, never 2.0 or "2"
 PositiveCount = Annotated[int, Strict(), Field(gt=0)]

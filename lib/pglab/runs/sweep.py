@@ -11,6 +11,9 @@ owns everything around it, the same way for every study (shared design, "Measure
   ``random.Random(seed)``: the same seed gives the same plan, so a run can be resumed.
 * ``run`` skips points whose folder says they finished (``ok``, ``failed``...), moves a point that was
   in flight when the run died to ``interrupted/`` (kept, never counted) and measures it again.
+* A point measured while another load took more than its share of the CPU (``busy_flag``,
+  ``pglab.workloads.cpu``) is moved to ``beside_a_load/`` and measured once more at once; a second one
+  flagged is kept (the analysis leaves it out, the run is marked: ``pglab.runs.machine.closed``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pglab.errors import RunAborted, first_line
+from pglab.machine_rules import OTHERS_MAX as BUSY_FLAG
 from pglab.runs.progress import bar as progress_bar
 from pglab.runs.reading import read_meta
 from pglab.runs.record import ManifestError
@@ -32,6 +36,7 @@ from pglab.runs.store import Point, RunStore, write_meta
 AA_SUFFIX = "aa"  # id suffix of the second baseline in a block
 FINISHED = ("ok", "failed", "inconsistent")  # statuses of a point that is over: resume skips it
 INTERRUPTED = "interrupted"  # folder of points that were in flight when a run died
+BESIDE_A_LOAD = "beside_a_load"  # folder of points measured while another load took its share (measured again)
 
 
 @dataclass(frozen=True)
@@ -132,23 +137,28 @@ def set_aside_in_flight(store: RunStore, ids: Iterable[str]) -> list[str]:
     moved = []
     done = finished(store)
     for pid in ids:
-        d = store.dir / pid
-        if d.exists() and pid not in done:
-            dest_root = store.dir / INTERRUPTED
-            dest_root.mkdir(exist_ok=True)
-            n = 1
-            while (dest_root / f"{pid}.{n}").exists():
-                n += 1
-            try:
-                m = read_meta(d, store.manifest)
-            except ManifestError:  # none, or cut short by the crash: the folder is set aside as it is
-                m = None
-            if m is not None:
-                m.update(status=INTERRUPTED, set_aside="in flight when the run stopped; measured again")
-                write_meta(d, m)
-            shutil.move(str(d), str(dest_root / f"{pid}.{n}"))
+        if (store.dir / pid).exists() and pid not in done:
+            set_aside(store, pid, INTERRUPTED, "in flight when the run stopped; measured again")
             moved.append(pid)
     return moved
+
+
+def set_aside(store: RunStore, pid: str, where: str, why: str) -> None:
+    """Move point ``pid``'s folder to ``where/<pid>.<n>`` (kept, never counted: one level down, no reader's glob
+    reaches it), its status ``where`` and ``why`` in its meta."""
+    d, dest_root = store.dir / pid, store.dir / where
+    dest_root.mkdir(exist_ok=True)
+    n = 1
+    while (dest_root / f"{pid}.{n}").exists():
+        n += 1
+    try:
+        m = read_meta(d, store.manifest)
+    except ManifestError:  # none, or cut short by the crash: the folder is set aside as it is
+        m = None
+    if m is not None:
+        m.update(status=where, set_aside=why)
+        write_meta(d, m)
+    shutil.move(str(d), str(dest_root / f"{pid}.{n}"))
 
 
 def run(store: RunStore, points: Sequence[Planned], measure: Measure, *, desc: str, progress: bool = True,
@@ -182,23 +192,17 @@ def run(store: RunStore, points: Sequence[Planned], measure: Measure, *, desc: s
     with progress_bar(len(todo), desc, unit="point", disable=not progress) as bar:
         for planned in todo:
             bar.set_postfix_str(planned.id)
-            point = store.point(planned.id, **planned.factors())
-            t0 = time.monotonic()
             try:
-                reason = measure(planned, point)
-            except Abort as exc:
-                point.meta["measure_s"] = round(time.monotonic() - t0, 3)
-                point.finish("failed", str(exc)[:2000])
+                point = _measure(store, planned, measure, errors)
+                if point.meta["status"] == "ok" and point.meta.get("busy_flag"):  # another load took its share
+                    set_aside(store, planned.id, BESIDE_A_LOAD, "measured while other processes took more than "
+                              f"{BUSY_FLAG:.0%} of the CPU; measured again")
+                    store.manifest.setdefault("remeasured_beside_a_load", []).append(planned.id)
+                    point = _measure(store, planned, measure, errors)  # once: a second is kept, flagged
+            except Abort:
                 counts["failed"] += 1
                 store.save()
                 raise
-            except errors as exc:
-                reason = f"{type(exc).__name__}: {exc}"[:2000]
-            point.meta["measure_s"] = round(time.monotonic() - t0, 3)
-            if point.meta.get("status") == "running":  # measure may have finished it itself
-                point.finish("ok" if reason is None else "failed", reason)
-            else:  # ...then what was recorded after that (CPU, waits) still goes to disk
-                point.save()
             status = point.meta["status"]
             counts[status] = counts.get(status, 0) + 1
             store.save()
@@ -210,6 +214,27 @@ def run(store: RunStore, points: Sequence[Planned], measure: Measure, *, desc: s
     store.manifest.setdefault("pglab_cpu", []).append(own_cpu(cpu0, wall))
     store.save()
     return counts
+
+
+def _measure(store: RunStore, planned: Planned, measure: Measure,
+             errors: tuple[type[BaseException], ...]) -> Point:
+    """One attempt at ``planned``, its folder finished whatever happened (``Abort`` re-raised once recorded)."""
+    point = store.point(planned.id, **planned.factors())
+    t0 = time.monotonic()
+    try:
+        reason = measure(planned, point)
+    except Abort as exc:
+        point.meta["measure_s"] = round(time.monotonic() - t0, 3)
+        point.finish("failed", str(exc)[:2000])
+        raise
+    except errors as exc:
+        reason = f"{type(exc).__name__}: {exc}"[:2000]
+    point.meta["measure_s"] = round(time.monotonic() - t0, 3)
+    if point.meta.get("status") == "running":  # measure may have finished it itself
+        point.finish("ok" if reason is None else "failed", reason)
+    else:  # ...then what was recorded after that (CPU, waits) still goes to disk
+        point.save()
+    return point
 
 
 def _stop_if_broken(point_id: str, reason: str, health: Callable[[], str | None] | None) -> None:
