@@ -12,9 +12,7 @@ from the ledger escaped. ``python -m pglab.app.history [--ledger URL] [--out FIL
 from __future__ import annotations
 
 import argparse
-import base64
 import html
-import io
 import math
 import sys
 from pathlib import Path
@@ -24,6 +22,7 @@ import pandas as pd
 
 from pglab.analysis import figures
 from pglab.app import exits, report
+from pglab.app.history_figures import builds, claim_figure, cost_figure, pg_label, started_at, style_of
 from pglab.errors import UserError
 from pglab.ledger import book
 from pglab.ledger.backend import Ledger, is_yours, location
@@ -38,7 +37,6 @@ _STYLE = ("@media (max-width:640px){body{padding:0 10px 32px;font-size:14px}h1{f
           "td.num,th.num{text-align:right;white-space:nowrap}code{font-size:.9em}")
 KINDS = ("held", "did not hold", "open", "not measurable")
 _KIND_CLASS = {"held": "held", "did not hold": "not", "open": "open", "not measurable": "na"}
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 
 def kind(verdict: Any) -> str:
@@ -60,12 +58,8 @@ def _e(value: Any) -> str:
     return html.escape("" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value))
 
 
-def _when(started: Any) -> pd.Timestamp:
-    return pd.to_datetime(started, utc=True, errors="coerce", format="ISO8601")
-
-
 def _date(started: Any) -> str:
-    t = _when(started)
+    t = started_at(started)
     return "?" if pd.isna(t) else t.strftime("%Y-%m-%d %H:%M")
 
 
@@ -77,149 +71,10 @@ def _hash(dvc_hash: Any) -> str:
     return str(dvc_hash).removesuffix(".dir")[:8] if isinstance(dvc_hash, str) and dvc_hash else "-"
 
 
-def _pg(version: Any, family: Any) -> str:
-    if not isinstance(version, str) or not version:
-        return "PG ?"
-    return f"PG {version}" + (f" ({family})" if isinstance(family, str) and family and family != "other" else "")
-
-
-def _builds(frame: pd.DataFrame) -> list[str]:
-    """Each row's PostgreSQL build, marked when the run imitated the article's machine (``emulation``): such a
-    run gets a marker of its own, never mistaken for one on this machine as it is."""
-    emulated = frame["emulation"] if "emulation" in frame else pd.Series([None] * len(frame), index=frame.index)
-    return [_pg(v, f) + (" emulated" if isinstance(e, str) and e else "")
-            for v, f, e in zip(frame.pg_version, frame.pg_family, emulated, strict=True)]
-
-
 def studies_of(runs: pd.DataFrame) -> list[str]:
     """The ledger's studies: pglab's five in their usual order, then any other name it holds, sorted."""
     held = {str(s) for s in runs.study.dropna()} if len(runs) else set()
     return [s for s in STUDIES if s in held] + sorted(held - set(STUDIES))
-
-
-def machine_names(runs: pd.DataFrame) -> dict[str, str]:
-    """machine_key -> ``M1``, ``M2``... in the order each machine first ran (short enough for a legend)."""
-    names: dict[str, str] = {}
-    for key in runs.machine_key:
-        names.setdefault(str(key), f"M{len(names) + 1}")
-    return names
-
-
-def _png(fig: Any) -> str:
-    import matplotlib.pyplot as plt
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=figures.DPI, metadata={"Software": None})
-    plt.close(fig)
-    return base64.b64encode(buf.getvalue()).decode()
-
-
-def _xticks(ax: Any, order: pd.DataFrame) -> None:
-    """Run numbers (at most ten), and below them the date at the first run of each day, on one of two lines
-    so that no two dates run into each other (a day whose date would is left unlabelled, never mislabelled)."""
-    n = len(order)
-    step, gap = max(1, math.ceil(n / 10)), max(1, math.ceil(n / 8))
-    ticks = list(range(1, n + 1, step))
-    ax.set_xticks(ticks, [f"#{i}" for i in ticks])
-    days, labels, last, free = [], [], None, {1: -math.inf, 2: -math.inf}
-    for i, started in enumerate(order.started, 1):
-        t = _when(started)
-        day = None if pd.isna(t) else t.strftime("%m-%d")
-        line = next((k for k in (1, 2) if i - free[k] >= gap), None) if day and day != last else None
-        if line:
-            days.append(i)
-            labels.append("\n" * line + str(day))
-            free[line] = i
-        last = day or last
-    ax.xaxis.remove_overlapping_locs = False  # a date under a run number is meant to be there
-    ax.set_xticks(days, labels, minor=True)
-    import matplotlib.pyplot as plt
-
-    ax.tick_params(axis="x", which="minor", length=0,  # on the run numbers' baseline
-                   pad=plt.rcParams["xtick.major.pad"] + plt.rcParams["xtick.major.size"])
-    ax.set_xlim(0.4, n + 0.6)
-
-
-def _style_of(runs: pd.DataFrame) -> tuple[dict[str, Any], dict[str, str], dict[str, str]]:
-    """A colour per machine and a marker per PostgreSQL build, the same in every figure of the page."""
-    import seaborn as sns
-
-    names = machine_names(runs)
-    colours = sns.color_palette("colorblind", max(len(names), 1))
-    colour = {k: colours[i % len(colours)] for i, k in enumerate(names)}
-    builds = sorted(set(_builds(runs)))
-    marker = {b: MARKERS[i % len(MARKERS)] for i, b in enumerate(builds)}
-    return colour, marker, names
-
-
-def claim_figure(rows: pd.DataFrame, order: pd.DataFrame, look: tuple[dict[str, Any], dict[str, str], dict[str, str]],
-                 claim: str) -> str:
-    """Every run's reproduced value and interval for one claim, by run, against the article's number (PNG)."""
-    import matplotlib.pyplot as plt
-
-    colour, marker, names = look
-    x_of = {r: i for i, r in enumerate(order.run_id, 1)}
-    fig, ax = plt.subplots(figsize=(5.2, 3.4))
-    tops = [0.0]
-    rows = rows.assign(key=rows.machine_key.astype(str),
-                       build=_builds(rows))
-    for (key, build), g in rows.groupby(["key", "build"], sort=True):
-        g = g[g.reproduced.notna()]
-        if not len(g):
-            continue
-        x = [x_of[r] for r in g.run_id]
-        lo = (g.reproduced - g.ci_low).clip(lower=0).fillna(0)
-        hi = (g.ci_high - g.reproduced).clip(lower=0).fillna(0)
-        ax.errorbar(x, g.reproduced, yerr=[lo, hi], fmt=marker[build], color=colour[key], ms=7, capsize=4,
-                    lw=1.5, label=f"{names[key]}, {build}")
-        tops += [float(g.reproduced.max()), float(g.ci_high.max(skipna=True) or 0)]
-    published = rows.published.dropna()
-    if len(published):
-        value = float(published.iloc[-1])
-        ax.axhline(value, color="#222", ls="--", lw=1.3, label=f"article: {value:.3g}")
-        ax.annotate(f"article\n{value:.3g}", xy=(1, value), xycoords=("axes fraction", "data"), ha="left",
-                    va="center", fontsize=9, color="#222", xytext=(3, 0), textcoords="offset points",
-                    annotation_clip=False)  # beside the axes, over no run's mark
-        tops.append(value)
-    low = min(0.0, float(rows.ci_low.min(skipna=True)) if rows.ci_low.notna().any() else 0.0,
-              float(rows.reproduced.min(skipna=True)))
-    ax.set_ylim(low, max(t for t in tops if not math.isnan(t)) * 1.12 or 1.0)  # from 0: no zoom that exaggerates
-    _xticks(ax, order)
-    ax.set_xlabel("run, in the order the runs started (month-day, UTC)")
-    ax.set_ylabel("reproduced value")
-    fig.legend(loc="outside lower center", ncol=2, fontsize=9, frameon=False)
-    return _png(fig)
-
-
-def _legend(fig: Any, order: pd.DataFrame, look: tuple[dict[str, Any], dict[str, str], dict[str, str]]) -> None:
-    from matplotlib.lines import Line2D
-
-    colour, marker, names = look
-    seen = sorted(set(zip(order.machine_key.astype(str), _builds(order), strict=True)))
-    fig.legend([Line2D([], [], ls="", marker=marker[b], color=colour[k], ms=6) for k, b in seen],
-               [f"{names[k]}, {b}" for k, b in seen], loc="outside lower center", ncol=2, fontsize=9, frameon=False)
-
-
-def cost_figure(order: pd.DataFrame, look: tuple[dict[str, Any], dict[str, str], dict[str, str]]) -> str:
-    """A study's runs: wall time, the share of it spent measuring and pglab's own CPU, by run (PNG)."""
-    import matplotlib.pyplot as plt
-
-    colour, marker, names = look
-    fig, axes = plt.subplots(3, 1, figsize=(5.2, 5.0), sharex=True)
-    x = list(range(1, len(order) + 1))
-    series = ((order.wall_s / 60, "wall time (min)"), (order.measuring_share * 100, "measuring (% of wall time)"),
-              (order.own_cpu_s, "pglab's own CPU (s)"))
-    for ax, (values, label) in zip(axes, series, strict=True):
-        for xi, v, key, build in zip(x, values, order.machine_key.astype(str), _builds(order), strict=True):
-            if not pd.isna(v):
-                ax.plot([xi], [v], marker[build], color=colour[key], ms=6)
-        top = values.max(skipna=True)
-        ax.set_ylim(0, 105 if "%" in label else (float(top) * 1.15 if top and not pd.isna(top) else 1.0))
-        ax.set_title(label, loc="left", fontsize=10)
-    _xticks(axes[-1], order)
-    axes[-1].set_xlabel("run, in the order the runs started (month-day, UTC)")
-    _legend(fig, order, look)
-    return _png(fig)
 
 
 def _tally(rows: pd.DataFrame) -> dict[str, int]:
@@ -243,7 +98,7 @@ def _claim_table(rows: pd.DataFrame, order: pd.DataFrame, names: dict[str, str])
         interval = f" [{_num(r['ci_low'])}, {_num(r['ci_high'])}]" if not pd.isna(r["ci_low"]) else ""
         body.append(f"<tr class=\"{_KIND_CLASS[kind(r['verdict'])]}\"><td class=num>{number[r['run_id']]}</td>"
                     f"<td>{_date(r['started'])}</td><td><code>{_e(_short(r['run_id']))}</code></td>"
-                    f"<td>{names[str(r['machine_key'])]}</td><td>{_e(_builds(pd.DataFrame([r]))[0])}</td>"
+                    f"<td>{names[str(r['machine_key'])]}</td><td>{_e(builds(pd.DataFrame([r]))[0])}</td>"
                     f"<td class=num>{_num(r['reproduced'])}{interval}</td><td>{_e(r['verdict'])}</td>"
                     f"<td><code>{_e(_hash(r['dvc_hash']))}</code></td></tr>")
     return f"<div class=\"table\"><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
@@ -260,7 +115,7 @@ def _runs_table(order: pd.DataFrame, names: dict[str, str]) -> str:
         claims = str(int(r["n_claims"])) if r.get("analysed") and not pd.isna(r["n_claims"]) else "not analysed"
         body.append(f"<tr><td class=num>{i}</td><td>{_date(r['started'])}</td><td><code>{_e(_short(r['run_id']))}"
                     f"</code></td><td>{_e(r['profile'])}</td><td>{_e(r['status'])}</td>"
-                    f"<td>{names[str(r['machine_key'])]}</td><td>{_e(_builds(pd.DataFrame([r]))[0])}</td>"
+                    f"<td>{names[str(r['machine_key'])]}</td><td>{_e(builds(pd.DataFrame([r]))[0])}</td>"
                     f"<td class=num>{wall}</td><td class=num>{share}</td><td class=num>{_num(r['own_cpu_s'])}</td>"
                     f"<td>{claims}</td><td><code>{_e(_hash(r['dvc_hash']))}</code></td></tr>")
     return f"<div class=\"table\"><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
@@ -322,13 +177,13 @@ def opening(runs: pd.DataFrame, studies: list[str], names: dict[str, str]) -> st
     if not len(runs):
         return ("<p class=\"question\">The ledger holds no runs yet: <code>pglab ledger add</code> adds the "
                 "pipeline's runs, <code>pglab collect</code> each run it makes.</p>")
-    builds = sorted({_pg(v, f) for v, f in zip(runs.pg_version, runs.pg_family, strict=True)})
-    when = [t for t in (_when(s) for s in runs.started) if not pd.isna(t)]
+    versions = sorted({pg_label(v, f) for v, f in zip(runs.pg_version, runs.pg_family, strict=True)})
+    when = [t for t in (started_at(s) for s in runs.started) if not pd.isna(t)]
     span = f"from {min(when):%Y-%m-%d} to {max(when):%Y-%m-%d}" if when else "at unknown dates"
     n_m = len(names)
     out = [f"<p class=\"question\">Every run in the ledger: {len(runs)} run{'s' * (len(runs) != 1)} of "
            f"{len(studies)} stud{'ies' if len(studies) != 1 else 'y'} on {n_m} machine{'s' * (n_m != 1)}, "
-           f"{_e(', '.join(builds))}, {span}. Per claim, each run's reproduced value against the article's number "
+           f"{_e(', '.join(versions))}, {span}. Per claim, each run's reproduced value against the article's number "
            "shows whether a verdict holds from run to run, machine to machine and build to build.</p>",
            "<p class=\"meta\">Studies: " + " | ".join(f"<a href=\"#s{i}\">{_e(s)}</a>" for i, s in
                                                        enumerate(studies, 1)) + ". Each study's latest report: "
@@ -338,7 +193,7 @@ def opening(runs: pd.DataFrame, studies: list[str], names: dict[str, str]) -> st
     for key, name in names.items():
         mine = runs[runs.machine_key.astype(str) == key]
         label = mine.machine.dropna()
-        pgs = sorted({_pg(v, f) for v, f in zip(mine.pg_version, mine.pg_family, strict=True)})
+        pgs = sorted({pg_label(v, f) for v, f in zip(mine.pg_version, mine.pg_family, strict=True)})
         body.append(f"<tr><td>{name}</td><td class=wrap>{_e(label.iloc[0] if len(label) else 'unknown machine')}</td>"
                     f"<td class=num>{len(mine)}</td><td>{_e(', '.join(pgs))}</td></tr>")
     return "".join(out) + f"<div class=\"table\"><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody>" \
@@ -350,7 +205,7 @@ def history_html(claims: pd.DataFrame, runs: pd.DataFrame, left_out: int = 0) ->
     figures.style()
     runs = runs.sort_values(["started", "run_id"], kind="stable", na_position="first").reset_index(drop=True)
     claims = claims.sort_values(["started", "run_id", "claim"], kind="stable", na_position="first")
-    studies, look = studies_of(runs), _style_of(runs)
+    studies, look = studies_of(runs), style_of(runs)
     body = ["<h1>pglab: every run so far</h1>", opening(runs, studies, look[2])]
     body += [f"<p>{left_out} run(s) marked for a busy or moving machine (docs/running.md) left out; <code>pglab "
              "ledger history --with-marked</code> draws them.</p>"] if left_out else []
