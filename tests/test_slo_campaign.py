@@ -122,3 +122,25 @@ def test_fdw_overhead_searches_through_its_foreign_targets(tmp_path: Path) -> No
         assert command.rstrip().endswith(f" {db}") and "--max-tries=10" in command
     assert json.loads((run / "init" / "fdw_setup.json").read_text())["FDW_external"]
     assert set(pd.read_csv(campaign / "slo_summary.csv").config) == {"local", "FDW_external"}
+
+
+@pytest.mark.slow
+def test_a_failed_run_is_one_line_and_the_campaign_goes_on_to_its_next(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pgbench that refuses its options (a real failure of every run): each run says so in one line and is kept
+    as failed, the next run still starts, and a campaign none of whose runs finished ends in pglab's one line."""
+    from dataclasses import replace
+
+    from pglab.app import slo_targets
+
+    broken = replace(slo_targets.TARGETS["synchronous_commit"], extra=("--no-such-option",))
+    monkeypatch.setitem(slo_targets.TARGETS, "synchronous_commit", broken)
+    out = tmp_path / "slo"
+    assert main(["slo", "synchronous_commit", "--p99", "200", "--configs", "on", "--profile", "smoke", "--runs", "2",
+                 "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "slo run 1/2 failed: [local] closed-loop pgbench exited with 1" in err, err
+    assert "slo run 2/2 failed" in err and "every run of the campaign failed" in err
+    (campaign,) = (out / "synchronous_commit").iterdir()
+    runs = sorted((campaign / "runs").iterdir())
+    assert len(runs) == 2 and all(json.loads((r / "manifest.json").read_text())["status"] == "failed" for r in runs)

@@ -14,6 +14,7 @@ from typing import Any
 from pglab.analysis.slo import Rule
 from pglab.analysis.slo_point import judge_point
 from pglab.analysis.slo_search import Search, SearchResult
+from pglab.errors import ProcessError
 from pglab.nodes.node import Node
 from pglab.nodes.topology import Client
 from pglab.parsers.pgbench import parse_summary
@@ -28,8 +29,8 @@ def closed_loop_peak(node: Node, point: Point, dbname: str, *, clients: int = 4,
     argv = pgbench.pgbench_argv(client or node, dbname, clients=clients, jobs=min(clients, 2), duration_s=seconds,
                                 select_only=select_only, no_vacuum=True, extra=list(extra))
     result = pgbench.run(node, point, argv, timeout=seconds + 120, client=client)
-    if result.exit_code != 0:
-        raise RuntimeError(f"closed-loop pgbench exited {result.exit_code}: {result.stderr.strip()[-500:]}")
+    if result.exit_code != 0:  # one line from the campaign, which goes on to its next run
+        raise ProcessError(node.host.name, "closed-loop pgbench", result.exit_code, result.stdout, result.stderr)
     return float(parse_summary(result.stdout, result.stderr)["tps"])
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
+import sys
 import uuid
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -25,7 +26,7 @@ from typing import Any
 
 from pglab.app.slo import closed_loop_peak, find_rate
 from pglab.app.slo_targets import HOST, TARGETS, Target
-from pglab.errors import UserError
+from pglab.errors import PglabError, UserError, first_line
 from pglab.hosts.inventory import Inventory
 from pglab.nodes.node import Node
 from pglab.runs import machine
@@ -110,12 +111,20 @@ def run_campaign(study: str, target_ms: float, *, root: Path, profile: str = "qu
     before = machine.probe(inventory, [HOST], wait=True)  # a busy machine is refused before a folder exists
     reasons = machine.gate(before)
     campaign = new_campaign(root, study, record)
+    failed = []
     for k in range(n_runs):
         if k:
             before = machine.probe(inventory, [HOST], wait=True)
             reasons = machine.gate(before)
-        _one_run(t, pre, configs, target_ms, campaign, seed + k, inventory, before, reasons, progress,
-                 f"run {k + 1}/{n_runs}")
+        try:
+            _one_run(t, pre, configs, target_ms, campaign, seed + k, inventory, before, reasons, progress,
+                     f"run {k + 1}/{n_runs}")
+        except (PglabError, OSError) as exc:  # the run's folder says how it ended; the next run is another chance
+            failed.append(k + 1)
+            print(f"pglab: slo run {k + 1}/{n_runs} failed: {first_line(str(exc), 300)}", file=sys.stderr)
+    if len(failed) == n_runs:
+        raise UserError(f"pglab slo: every run of the campaign failed (the first line of each above); its raw files "
+                        f"are kept in {campaign}")
     return campaign
 
 
