@@ -15,6 +15,8 @@ from pglab.analysis.slo_runs import RUN_COLUMNS, sentences, summary
 from pglab.app.cli import main
 from pglab.app.slo_campaign import new_campaign
 
+REPO = Path(__file__).resolve().parents[1]
+
 
 def _runs(rows: list[tuple[str, str, float, str]]) -> pd.DataFrame:
     out = [{c: None for c in RUN_COLUMNS} | {"run_id": r, "config": c, "slo_rate": v, "peak_tps": 1000.0,
@@ -52,6 +54,38 @@ def test_a_new_campaign_never_reuses_a_folder(tmp_path: Path) -> None:
     assert a != b and json.loads((a / "campaign.json").read_text()) == {"x": 1}
 
 
+@pytest.mark.parametrize("section, cli, says", [
+    ("slo: 5", [], "slo: a YAML number where a mapping"),
+    ("slo: {p99_ms: '20'}", [], "p99_ms"),
+    ("slo: {p99_ms: 20, p95_ms: 5}", [], "p95_ms"),
+    ("slo: {p99_ms: -1}", [], "p99_ms"),
+    ("slo: {profile: smoke}", [], "name a study and a target"),
+    ("slo: {p99_ms: 20, profile: smoke, configs: ['on', bogus]}", [], "'bogus' is not a configuration"),
+    ("slo: {p99_ms: 20, profile: quick, runs: 0}", [], "runs"),
+    ("slo: {p99_ms: 20, profile: slow}", [], "--profile slow"),
+    ("slo: {p99_ms: 20}", ["--p99", "0"], "--p99 0"),  # the command line wins
+    ("slo: {p99_ms: 20, configs: [bogus]}", ["--configs", "on,on"], "named twice"),
+])
+def test_the_params_files_slo_section_gives_the_defaults_checked_before_anything_starts(
+        section: str, cli: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    params = tmp_path / "sc.yaml"
+    params.write_text(f"profile: smoke\nprofiles:\n  smoke: {{}}\n{section}\n")
+    out = tmp_path / "slo"
+    assert main(["slo", "synchronous_commit", "--params", str(params), *cli, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err and not out.exists(), err
+
+
+@pytest.mark.parametrize("study", ["synchronous_commit", "fdw_overhead"])
+def test_the_shipped_slo_sections_pass_the_campaigns_own_check(study: str) -> None:
+    from pglab.app.slo_campaign import check
+    from pglab.app.slo_cli import defaults
+
+    given = defaults(study, str(REPO / "params" / f"{study}.yaml"))
+    assert given is not None and given.p99_ms == 20 and given.configs
+    assert check(study, given.p99_ms, given.configs, given.profile, given.runs).study == study
+
+
 @pytest.mark.parametrize("argv, says", [
     (["slo", "synchronous_commit", "--p99", "0"], "--p99 0"),
     (["slo", "synchronous_commit", "--p99", "nan"], "--p99 nan"),
@@ -59,7 +93,7 @@ def test_a_new_campaign_never_reuses_a_folder(tmp_path: Path) -> None:
     (["slo", "synchronous_commit", "--p99", "20", "--configs", "on,on"], "named twice"),
     (["slo", "synchronous_commit", "--p99", "20", "--runs", "0"], "--runs 0"),
     (["slo", "synchronous_commit", "--p99", "20", "--max-trials", "1"], "--max-trials 1"),
-    (["slo", "synchronous_commit"], "name a study and a target"),
+    (["slo", "synchronous_commit", "--params", "params/streaming_scale_out.yaml"], "name a study and a target"),
     (["slo", "--analyse", "nowhere"], "not a pglab slo campaign"),
 ])
 def test_bad_input_is_refused_in_one_line_before_anything_starts(argv: list[str], says: str, tmp_path: Path,

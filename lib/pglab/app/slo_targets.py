@@ -82,7 +82,7 @@ def _fdw_apply(t: Any, target: str) -> tuple[Node, str]:
 
 
 SYNC_LEVELS = ("on", "remote_write", "local", "off", "remote_apply")
-FDW_CONFIGS = ("local", "FDW_local", "FDW_external", "FDW_ext_ro")
+FDW_CONFIGS = ("local", "FDW_local", "FDW_external")  # FDW_ext_ro refuses writes: no place in a TPC-B-like search
 TARGETS = {
     "synchronous_commit": Target("synchronous_commit", ("on", "remote_write", "local", "off"), SYNC_LEVELS, "on",
                                  False, _sync_setup, _sync_apply),

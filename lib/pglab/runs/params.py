@@ -224,9 +224,10 @@ def validate(model: type[M], data: dict[str, Any], source: str) -> M:
 
 def load_study_file(path: str | Path) -> dict[str, Any]:
     """A study's params file, its shape checked (a bad file is one message naming it, its line and column)."""
-    data = yaml_mapping(path, "a study's params file (profile, inventory, profiles)")
-    problems = [f"{k}: unknown top-level key (expected profile, inventory, profiles)"
-                for k in data if k not in ("profile", "inventory", "profiles")]
+    data = yaml_mapping(path, "a study's params file (profile, inventory, profiles, slo)")
+    # slo: `pglab slo`'s defaults for the study, checked there (pglab.app.slo_cli); no collect reads it
+    problems = [f"{k}: unknown top-level key (expected profile, inventory, profiles, slo)"
+                for k in data if k not in ("profile", "inventory", "profiles", "slo")]
     for key in ("profile", "inventory"):
         if key in data and not isinstance(data[key], str):
             problems.append(f"{key}: a YAML {kind(data[key])} where a name belongs (got {data[key]!r})")
