@@ -65,7 +65,7 @@ def steal_note(points: pd.DataFrame) -> str:
     n = int(points.steal_flag.fillna(False).astype(bool).sum()) if "steal_flag" in points else 0
     busy = int(points.busy_flag.fillna(False).astype(bool).sum()) if "busy_flag" in points else 0
     said = [f"{n} point(s) flagged for CPU steal > 20% left out" if n else "",
-            f"{busy} point(s) measured while other (niced) processes took > 10% of the CPU left out" if busy else ""]
+            f"{busy} point(s) measured while other processes took > 10% of the CPU (twice) left out" if busy else ""]
     return "; ".join(x for x in said if x)
 
 

@@ -49,16 +49,18 @@ BUSY_FLAG = OTHERS_MAX  # a point during which other processes took more of the 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-def others(before: dict[str, int], after: dict[str, int], own_ns: int | None) -> float | None:
-    """The share of the machine's CPU that processes outside the run used between two samples: busy time (not idle,
-    iowait or stolen) less the run's own (``run_account``); None when the run's own is not known."""
+def others(before: dict[str, int], after: dict[str, int], own_ns: int | None, kernel: int = 0) -> float | None:
+    """The share of the machine's CPU that processes outside the run used between two samples: time in processes
+    (user, nice, system; not interrupts, mostly the run's own I/O and traffic) less the run's own
+    (``run_account``) and the kernel's threads' (``kernel`` ticks: writeback of the run's writes); None when the
+    run's own is not known."""
     if own_ns is None or not before or not after:
         return None
     delta = {k: after.get(k, 0) - before.get(k, 0) for k in FIELDS}
     total = sum(delta.values())
     if total <= 0:
         return None
-    busy = total - delta["idle"] - delta["iowait"] - delta["steal"]
+    busy = delta["user"] + delta["nice"] + delta["system"] - kernel
     return round(max(0.0, busy / total - own_ns / 1e9 * CLK_TCK / total), 4)
 
 
@@ -79,12 +81,14 @@ def during(hosts: Iterable[Host], point: Any) -> Iterator[None]:
     hosts = list({h.name: h for h in hosts}.values())
     before = {h.name: sample(h) for h in hosts}
     own0 = run_account.usage_ns()
+    k0 = run_account.kernel_ticks() if own0 is not None else 0
     try:
         yield
     finally:
         after = {h.name: sample(h) for h in hosts}
         own1 = run_account.usage_ns()
         own = own1 - own0 if own0 is not None and own1 is not None else None
+        kernel = run_account.kernel_ticks() - k0 if own is not None else 0
         shares_by_host = {h.name: shares(before[h.name], after[h.name]) for h in hosts}
         point.meta["cpu"] = shares_by_host
         point.meta["load1"] = {h.name: loadavg(h) for h in hosts}
@@ -97,7 +101,8 @@ def during(hosts: Iterable[Host], point: Any) -> Iterator[None]:
         point.meta["busy"] = niced
         # others at any priority, where the run's own CPU is counted (a local host): not judged on a run asked to
         # measure on a busy machine (``--busy-ok``: the whole run is marked already, as the test suite's are)
-        seen = [o for h in hosts if h.is_local and (o := others(before[h.name], after[h.name], own)) is not None]
+        seen = [o for h in hosts
+                if h.is_local and (o := others(before[h.name], after[h.name], own, kernel)) is not None]
         if seen:
             point.meta["others"] = max(seen)
         point.meta["busy_flag"] = niced > BUSY_FLAG or bool(seen and max(seen) > BUSY_FLAG and not busy_ok())
