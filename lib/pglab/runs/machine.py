@@ -41,9 +41,10 @@ def gate(states: dict[str, dict[str, Any]]) -> list[str]:
     """Why the run may not start (UserError), or, with ``--busy-ok``, the reasons it is marked for."""
     reasons = [f"host {h}: {r}" for h, s in states.items() for r in machine_state.busy(s)]
     if reasons and not busy_ok():
-        raise UserError(f"the machine is busy ({'; '.join(reasons)}): a run measured beside another load is no "
-                        "run of this machine; stop the other load or wait, or pass --busy-ok to measure anyway (the "
-                        "run is then marked and left out of verdicts)")
+        waited = max((s.get("waited_s") or 0 for s in states.values()), default=0)
+        raise UserError(f"the machine is busy ({'; '.join(reasons)}" + (f", still after {waited} s" if waited else "")
+                        + "): a run measured beside another load is no run of this machine; stop the other load or "
+                        "wait, or pass --busy-ok to measure anyway (the run is then marked and left out of verdicts)")
     return reasons
 
 
