@@ -111,8 +111,9 @@ def test_a_smoke_campaign_searches_each_level_on_a_synchronous_pair_and_reports_
     """One run, two levels, generous target (the suite's machine is busy): what is checked is the whole path,
     raw first, not the rate this machine sustains."""
     out = tmp_path / "slo"
+    ledger = tmp_path / "ledger.sqlite"
     assert main(["slo", "synchronous_commit", "--p99", "200", "--configs", "on,off", "--profile", "smoke",
-                 "--max-trials", "4", "--seed", "3", "--out", str(out), "--no-progress"]) == 0
+                 "--max-trials", "4", "--seed", "3", "--out", str(out), "--no-progress", "--ledger", str(ledger)]) == 0
     printed = capsys.readouterr().out
     (campaign,) = (out / "synchronous_commit").iterdir()
     (run,) = (campaign / "runs").iterdir()
@@ -135,10 +136,27 @@ def test_a_smoke_campaign_searches_each_level_on_a_synchronous_pair_and_reports_
     assert "p99 &le; 200 ms" in page and "slo_rates.png" in page and (campaign / "latency_curve.png").exists()
     assert "Every run is of one sitting (sitting of " in page  # the scope, as every verdict names it
     assert "off" in printed and str(campaign) in printed
-    # analysed again from the raw folders: the same tables
+    # in the ledger: the run, each level's rate as one of its rows, each trial as a point
+    from pglab.ledger import book
+    from pglab.ledger.backend import Ledger
+
+    with Ledger(str(ledger)) as led:
+        rows = book.claims(led)
+        assert set(book.runs(led).study) == {"slo-synchronous_commit"} and len(book.points(led, run.name)) == \
+            sum(len(s["trials"]) for s in searched.values())
+    assert sorted(rows.claim) == ["off: the highest rate at p99 <= 200 ms (transactions/s)",
+                                  "on: the highest rate at p99 <= 200 ms (transactions/s)"]
+    for _, r in rows.iterrows():
+        s = searched[r.claim.split(":")[0]]
+        assert (r.reproduced == s["rate"] or (s["rate"] is None and math.isnan(r.reproduced)))
+        assert "closed-loop peak" in r.note and (r.published is None or math.isnan(r.published))
+    assert f"ledger: 1 run(s) in {ledger}" in printed
+    # analysed again from the raw folders: the same tables, and the ledger unchanged (the same analysis)
     before = (campaign / "slo_summary.csv").read_text()
-    assert main(["slo", "--analyse", str(campaign)]) == 0
+    assert main(["slo", "--analyse", str(campaign), "--ledger", str(ledger)]) == 0
     assert (campaign / "slo_summary.csv").read_text() == before
+    with Ledger(str(ledger)) as led:
+        assert len(book.runs(led)) == 1 and len(book.claims(led)) == 2
 
 
 @pytest.mark.slow
@@ -147,7 +165,7 @@ def test_fdw_overhead_searches_through_its_foreign_targets(tmp_path: Path) -> No
     against its own database, serialization failures retried as the study retries them."""
     out = tmp_path / "slo"
     assert main(["slo", "fdw_overhead", "--p99", "500", "--configs", "local,FDW_external", "--profile", "smoke",
-                 "--max-trials", "3", "--out", str(out), "--no-progress"]) == 0
+                 "--max-trials", "3", "--out", str(out), "--no-progress", "--ledger", str(tmp_path / "l.sqlite")]) == 0
     (campaign,) = (out / "fdw_overhead").iterdir()
     (run,) = (campaign / "runs").iterdir()
     for config, db in (("local", "source"), ("FDW_external", "fdw_external")):

@@ -64,14 +64,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                        "search's confirmation order); run k has seed+k")
     p.add_argument("--out", default=str(ROOT), help=f"where the campaign folder goes (<out>/<study>/<stamp>/; "
                                                     f"default {ROOT})")
+    p.add_argument("--ledger", metavar="URL", help="the ledger each run goes into (default: yours, "
+                                                   "data/ledger.sqlite, or $PGLAB_LEDGER)")
     p.add_argument("--analyse", metavar="DIR", help="analyse an earlier campaign's folder again (no measuring)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
 def run(a: argparse.Namespace) -> int:
+    from pglab.app import slo_ledger
     from pglab.app.slo_campaign import check, run_campaign
     from pglab.app.slo_report import analyse
     from pglab.errors import UserError
+    from pglab.ledger.backend import location
 
     if a.analyse:
         folder = Path(a.analyse)
@@ -90,5 +94,9 @@ def run(a: argparse.Namespace) -> int:
     found = analyse(folder)
     for line in found["sentences"]:
         print(line)
+    added = slo_ledger.record(folder, found["runs"], found["trials"], found["target_ms"], url=a.ledger)
+    if added:
+        print(f"ledger: {len(added)} run(s) in {location(a.ledger)} (`pglab ledger show RUN`; `pglab ledger "
+              "history` draws each rate by run)")
     print(f"campaign: {folder} (page: {folder / 'report.html'})")
     return 0

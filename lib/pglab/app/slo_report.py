@@ -37,7 +37,8 @@ def analyse(campaign: str | Path) -> dict[str, Any]:
                                                                                     d, rec.get("configs") or ())
     words = sentences(summary, rec.get("baseline"), float(rec["target_ms"]))
     (d / PAGE).write_text(page(rec, summary, runs, words, scope(d)))
-    return {"folder": d, "sentences": words, "figures": made, "summary": summary}
+    return {"folder": d, "sentences": words, "figures": made, "summary": summary, "runs": runs, "trials": trials,
+            "target_ms": float(rec["target_ms"])}
 
 
 def page(rec: dict[str, Any], summary: pd.DataFrame, runs: pd.DataFrame, words: list[str], where: str) -> str:
