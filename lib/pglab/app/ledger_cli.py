@@ -366,7 +366,8 @@ def add_parser(sub: Any, data_root_help: str, reference_help: str) -> None:
     p.add_argument("runs", nargs="*", metavar="RUN", help="a run folder, or a run id under data/runs/<study>/")
     p.add_argument("--derived", help="the analysis of the one RUN given (a folder with points.csv, comparison.csv)")
     p = command("list", cmd_list, "one line per run: when, study, status, PostgreSQL, machine, verdicts")
-    p.add_argument("--study", choices=STUDIES, help="only this study's runs")
+    p.add_argument("--study", choices=[*STUDIES, *(f"slo-{s}" for s in STUDIES)],
+                   help="only this study's runs (slo-<study>: its `pglab slo` campaigns' runs)")
     p.add_argument("--with-marked", action="store_true", help=WITH_MARKED)
     p = command("show", cmd_show, "one run: its record and its claims")
     p.add_argument("run", metavar="RUN", help="a run id, or its last part (b7c23a)")
