@@ -329,3 +329,11 @@ def test_the_index_says_this_machine_only_of_itself() -> None:
     prose.feed(page)
     text = "".join(prose.text)
     assert "on the machine it ran on (the machine column)" in text and "this machine" not in text
+    # at a glance, before the table: per study one sentence of what came of its claims, and from how many runs
+    glance = page.split("<h2>At a glance</h2>", 1)[1].split("</ul>", 1)[0]
+    assert glance.count("<li>") == len(STUDIES) and page.index("At a glance") < page.index("<table")
+    for study in STUDIES:
+        comparison = pd.read_csv(REPO / "data" / "derived" / study / "comparison.csv")
+        item = glance.split(f"<b>{study}</b>", 1)[1].split("</li>", 1)[0]
+        assert f"of the article's {len(comparison)} claims" in item or f"{len(comparison)} claims" in item, item
+        assert re.search(r"\(\d+ runs?, ", item) and item.rstrip().endswith(".")

@@ -368,6 +368,7 @@ def index_html(root: Path, reference: Path | None = None) -> str:
                     "number held on the machine it ran on (the machine column). Open a study for its verdict "
                     "table, figures and details."))
     body = (f"<h1>{title}</h1><p class=\"question\">{lead}</p>"
+            + takeaway.glance({s: (side.comparison, side.manifest) for s, side in sides.items()})
             + f"<p><b>All {len(total) + len(under)} claims{' of your runs' if reference else ''}:</b> {counted}.</p>"
             + f"<div class=\"table\">{_table(rows, cols, 'index')}</div>"
             + LEGEND

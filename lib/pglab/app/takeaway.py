@@ -207,3 +207,33 @@ def paragraph(comparison: pd.DataFrame, manifest: Mapping[str, Any], summary: pd
         sentences.append(measured_instead(summary))
     head = (f"In short ({runs} runs, " if runs > 1 else "In short (one run, ") + f"{len(rows)} claims):"
     return f"<p class=\"takeaway\" id=\"takeaway\"><b>{head}</b> " + " ".join(s for s in sentences if s) + "</p>"
+
+
+_SENTENCE_END = re.compile(r"(?<=[a-z)\]])\. ")
+
+
+def first_sentence(paragraph_html: str) -> str:
+    """The takeaway's first sentence after its "In short (...):" head: what came of the article's claims."""
+    body = re.sub(r"^<p[^>]*><b>[^<]*</b>\s*", "", paragraph_html).removesuffix("</p>")
+    return _SENTENCE_END.split(body, maxsplit=1)[0].rstrip(".") + "."
+
+
+def scope_words(comparison: pd.DataFrame, manifest: Mapping[str, Any]) -> str:
+    """Where the verdicts come from, in a few words: runs, sittings, the machine and its emulation."""
+    runs = int(comparison["runs"].max()) if "runs" in comparison and comparison["runs"].notna().any() else 1
+    scopes = [s for s in comparison.get("scope", pd.Series(dtype=str)).dropna().astype(str).unique() if s]
+    said = (manifest.get("emulation") or {}).get("said") if isinstance(manifest.get("emulation"), dict) else None
+    return ", ".join(x for x in (f"{runs} run{'s' * (runs != 1)}", scopes[0] if scopes else "",
+                                 "the article's machine emulated" if said else "the machine as it is")
+                     if x)
+
+
+def glance(sides: Mapping[str, tuple[pd.DataFrame, Mapping[str, Any]]]) -> str:
+    """The index's opening: per study one sentence of what came of the article's claims, and from what."""
+    items = []
+    for study, (comparison, manifest) in sides.items():
+        text = paragraph(comparison, manifest)
+        if text:
+            items.append(f"<li><a href=\"{html.escape(study)}.html\"><b>{html.escape(study)}</b></a> "
+                         f"({html.escape(scope_words(comparison, manifest))}): {first_sentence(text)}</li>")
+    return f"<h2>At a glance</h2><ul class=\"glance\">{''.join(items)}</ul>" if items else ""
