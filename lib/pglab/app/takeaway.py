@@ -129,8 +129,11 @@ def _unjudged(rows: list[Mapping[str, Any]], everything: bool, total: int) -> st
         they = "they depend" if n > 1 else "it depends"
         if prop:
             here, article = _unique(group, "here"), _unique(group, "article")
-            detail = ("here: " + " or ".join(map(html.escape, here)) if len(here) <= 2 else "")
-            if len(article) == 1:
+            heads = {h.split(":", 1)[0] for h in here}  # long details of one kind: what they share says it
+            detail = ("here: " + " or ".join(map(html.escape, here)) if len(here) <= 2 and
+                      all(len(h) <= 160 for h in here) else f"here: {html.escape(heads.pop())}" if len(heads) == 1
+                      else "")
+            if len(article) == 1 and not article[0].lower().startswith("the article"):  # not "the article's table"
                 detail += ("; " if detail else "") + f"the article: {html.escape(article[0])}"
             out.append(f"{lead}: {they} on {html.escape(prop)}, where this run differs from the article"
                        + (f" ({detail})" if detail else ""))
