@@ -90,11 +90,21 @@ def test_a_report_sets_each_claim_beside_the_reference_and_names_what_differs() 
     assert [r["agree"] for r in rows] == [True, False]
     page = beside.section_html(STUDY, ref, same)
     assert "1 of 2 claims have the same verdict" in page and "<b>differs</b>" in page
-    assert "1.19 [1.17, 1.2]" in page and "Nothing a verdict rests on differs" in page
+    assert "1.19 [1.17, 1.2]" in page and "Nothing else a verdict rests on differs" in page
     other = copy.deepcopy(same.manifest)
     other["hosts"]["local"]["cpu_model"] = "EPYC"
+    probe = {"flush_ops_s": 10214.0, "cpu_loop_ms": 40.0, "cores": 2, "boot_id": "aaaaaaaa-1", "load1": 0.2,
+             "others": 0.01}
+    ref.manifest["machine"] = {"before": {"local": probe}, "marked": []}
+    other["machine"] = {"before": {"local": {**probe, "flush_ops_s": 1154.0, "boot_id": "bbbbbbbb-2"}},
+                        "marked": ["host local: busy"]}
     page = beside.section_html(STUDY, ref, beside.Side(same.comparison, other))
-    assert "What differs between the two runs" in page and "EPYC" in page and "Xeon" in page
+    assert "What else differs between the two runs" in page and "EPYC" in page and "Xeon" in page
+    # what the verdicts rest on comes first: the flush rate and the boot, before the parameters
+    rests = page.index("The machine as each run found it")
+    assert rests < page.index("What else differs") and "10,214" in page and "1,154" in page
+    assert '<tr class="warn"><td>boot</td><td class=num>aaaaaaaa</td><td class=num>bbbbbbbb</td>' in page
+    assert "host local: busy" in page and "<td>PostgreSQL build</td><td>15.18</td>" in page
     assert "dvc pull" in beside.section_html(STUDY, None, same)  # no reference checked out: how to get it
 
 

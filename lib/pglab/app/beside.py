@@ -86,6 +86,44 @@ def machine_differences(reference: dict[str, Any], yours: dict[str, Any]) -> lis
     return comparable.refused(comparable.differences(reference, yours))
 
 
+def _probe(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The start's probe of the run's first host (``pglab.runs.machine``); {} for a run older than the probes."""
+    before = (manifest.get("machine") or {}).get("before") or {}
+    return next(iter(before.values()), {}) if isinstance(before, dict) else {}
+
+
+#: what the verdicts rest on, as the start's probe measured it: (label, the probe's key, how it is shown)
+RESTS_ON = (("the disk's flush rate (fdatasync/s)", "flush_ops_s", lambda v: f"{v:,.0f}"),
+            ("CPU probe (ms for a fixed loop: lower is faster)", "cpu_loop_ms", lambda v: f"{v:g}"),
+            ("cores", "cores", lambda v: f"{v}"),
+            ("boot", "boot_id", lambda v: str(v)[:8]),
+            ("load at the start", "load1", lambda v: f"{v:.1f}"),
+            ("other processes' CPU at the start", "others", lambda v: f"{v:.0%}"))
+
+
+def rests_on_html(reference: dict[str, Any], yours: dict[str, Any]) -> str:
+    """The machine as each run found it, in what the verdicts rest on, before the long list of what differs: a
+    flush rate 9x apart or another boot explains a different verdict before any parameter does."""
+    a, b = _probe(reference), _probe(yours)
+    out = []
+    for label, key, show in RESTS_ON:
+        va, vb = a.get(key), b.get(key)
+        if va is None and vb is None:
+            continue
+        cells = [html.escape(show(v)) if v is not None else "-" for v in (va, vb)]
+        mark = " class=\"warn\"" if cells[0] != cells[1] and key in ("boot_id", "cores") else ""
+        out.append(f"<tr{mark}><td>{html.escape(label)}</td><td class=num>{cells[0]}</td>"
+                   f"<td class=num>{cells[1]}</td></tr>")
+    builds = [" ".join(str(x) for x in ((m.get("postgres_build") or {}).get(k) for k in ("version", "family")) if x)
+              or str((m.get("tools") or {}).get("postgres") or "-") for m in (reference, yours)]
+    out.append(f"<tr><td>PostgreSQL build</td><td>{html.escape(builds[0])}</td><td>{html.escape(builds[1])}</td></tr>")
+    marks = [html.escape("; ".join((m.get("machine") or {}).get("marked") or []) or "none") for m in (reference, yours)]
+    out.append(f"<tr><td>marked (busy or moved)</td><td class=wrap>{marks[0]}</td><td class=wrap>{marks[1]}</td></tr>")
+    return ("<p><b>The machine as each run found it</b> (the probe before its first point; docs/running.md):</p>"
+            "<div class=\"table\"><table><thead><tr><th>what the verdicts rest on</th><th>reference</th>"
+            f"<th>yours</th></tr></thead><tbody>{''.join(out)}</tbody></table></div>")
+
+
 def section_html(study: str, reference: Side | None, yours: Side) -> str:
     """The "beside the reference" section of your report (empty reference: how to get it)."""
     head = "<h2 id=\"beside\">Your run beside the shipped reference</h2>"
@@ -106,14 +144,15 @@ def section_html(study: str, reference: Side | None, yours: Side) -> str:
                     f"<td title=\"verdicts\">{'same' if r['agree'] else '<b>differs</b>'}</td></tr>")
     agree = sum(r["agree"] for r in rows)
     diffs = machine_differences(reference.manifest, yours.manifest)
-    what = ("<p>Nothing a verdict rests on differs between the two runs (host facts by class, tools, "
-            "placement, parameters): a different verdict is the spread between runs.</p>" if not diffs else
-            "<p><b>What differs between the two runs</b> (what a verdict can rest on):</p><table><thead><tr>"
-            "<th>field</th><th>reference</th><th>yours</th></tr></thead><tbody>"
-            + "".join(f"<tr><td>{html.escape(d.field)}</td><td>{html.escape(comparable._show(d.value_a))}</td>"
-                      f"<td>{html.escape(comparable._show(d.value_b))}</td></tr>" for d in diffs[:40])
-            + "</tbody></table>" + (f"<p class=\"meta\">and {len(diffs) - 40} more (`pglab compare`).</p>"
-                                    if len(diffs) > 40 else ""))
+    what = rests_on_html(reference.manifest, yours.manifest) + (
+        "<p>Nothing else a verdict rests on differs between the two runs (host facts by class, tools, "
+        "placement, parameters): a different verdict is the spread between runs.</p>" if not diffs else
+        "<p><b>What else differs between the two runs</b> (what a verdict can rest on):</p><div class=\"table\">"
+        "<table><thead><tr><th>field</th><th>reference</th><th>yours</th></tr></thead><tbody>"
+        + "".join(f"<tr><td>{html.escape(d.field)}</td><td class=wrap>{html.escape(comparable._show(d.value_a))}"
+                  f"</td><td class=wrap>{html.escape(comparable._show(d.value_b))}</td></tr>" for d in diffs[:40])
+        + "</tbody></table></div>" + (f"<p class=\"meta\">and {len(diffs) - 40} more (`pglab compare`).</p>"
+                                      if len(diffs) > 40 else ""))
     if any(d.field == "postgres_build" for d in diffs):
         aa = build_family.latest()
         what += ("<p><b>Your run's servers are another PostgreSQL build than the reference's</b>, so no verdict of "
