@@ -88,6 +88,23 @@ def test_papermill_with_a_misspelt_name_fails_before_anything_starts(tmp_path: P
     assert not (tmp_path / "data").exists() and workspaces() == before
 
 
+def test_pglab_papermill_ends_in_one_line_with_every_problem_and_no_traceback(tmp_path: Path) -> None:
+    """The documented command (docs/running.md): papermill's own options through `pglab papermill`, a refusal said
+    as pglab's commands say it, exit 2; a notebook that runs gives papermill's exit 0."""
+    res = subprocess.run([sys.executable, "-m", "pglab.app.cli", "papermill", "notebooks/synchronous_commit.ipynb",
+                          str(tmp_path / "out.ipynb"), "-p", "block", "5", "-p", "seconds", "abc", "-p", "data_root",
+                          str(tmp_path / "data")], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr and "-----" not in res.stderr and "lib/pglab/" not in res.stderr
+    said = res.stderr[res.stderr.index("pglab: invalid parameters in notebooks/"):]
+    assert "block: unknown parameter (did you mean 'blocks'?)" in said and "seconds: Input should be" in said
+    assert not (tmp_path / "data").exists()
+    help_ = subprocess.run([sys.executable, "-m", "pglab.app.cli", "papermill", "--help-notebook",
+                            "notebooks/synchronous_commit.ipynb"], cwd=REPO, capture_output=True, text=True,
+                           timeout=300)
+    assert help_.returncode == 0 and "blocks" in help_.stdout
+
+
 SITECUSTOMIZE = textwrap.dedent("""
     # Test only: records every password pglab generates, so the test can search for it.
     import inspect, os, secrets

@@ -339,6 +339,8 @@ def build_parser(only_parse: bool = False) -> argparse.ArgumentParser:
                                                      "p99 target, searched in every run of a campaign, with an "
                                                      "interval over runs (yours/slo/<study>/<stamp>/report.html)"))
     sub.choices["slo"].set_defaults(func=slo_cli.run)
+    sub.add_parser("papermill", help="papermill NOTEBOOK OUTPUT [-p NAME VALUE] [-y YAML]...: a study's notebook run "
+                   "with papermill's own options, a refusal or a failed cell said in pglab's one line (no traceback)")
     k = sub.add_parser("check", help="preflight: binaries, hosts, host keys, ports, study parameters")
     k.add_argument("studies", nargs="*", default=list(STUDIES), help="studies to check (default: all five)")
     k.add_argument("--inventory", default="params/hosts.yaml", help=INVENTORY_HELP)
@@ -373,6 +375,10 @@ def build_parser(only_parse: bool = False) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     program = argv is None  # the process's own command line: it ends when this returns
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["papermill"] and argv[1:2] not in (["-h"], ["--help"]):  # papermill's own options, as it takes them
+        from pglab.app import papermill_cli
+
+        return papermill_cli.run(argv[1:])
     args = build_parser(only_parse=argv[:1] == ["parse"]).parse_args(argv)
     code = exits.run(args.func, args)
     if program and args.command == "parse":
