@@ -152,7 +152,8 @@ def test_a_smoke_campaign_searches_each_level_on_a_synchronous_pair_and_reports_
         assert "closed-loop peak" in r.note and (r.published is None or math.isnan(r.published))
     assert f"ledger: 1 run(s) in {ledger}" in printed
     assert main(["ledger", "list", "--study", "slo-synchronous_commit", "--ledger", str(ledger), "--with-marked"]) == 0
-    assert run.name in capsys.readouterr().out
+    listed = capsys.readouterr().out
+    assert run.name in listed and "2 measured" in listed
     # analysed again from the raw folders: the same tables, and the ledger unchanged (the same analysis)
     before = (campaign / "slo_summary.csv").read_text()
     assert main(["slo", "--analyse", str(campaign), "--ledger", str(ledger)]) == 0

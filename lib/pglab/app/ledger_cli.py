@@ -32,7 +32,8 @@ from pglab.studies import STUDIES
 LEDGER_HELP = (f"the ledger: a SQLite file (.gz: kept gzipped) or postgresql://user@host/db (default ${ENV}, else "
                "yours, <data-root>/ledger.sqlite, with the shipped runs of <data-root>/ledger/reference.sqlite.gz "
                "beside yours)")
-SHORT = {"held": "held", "did not hold": "not", "not measurable here": "n.a.", "not resolvable here": "n.r."}
+SHORT = {"held": "held", "did not hold": "not", "not measurable here": "n.a.", "not resolvable here": "n.r.",
+         "measured (no published claim)": "measured"}  # a `pglab slo` rate (pglab.app.slo_ledger.MEASURED)
 
 
 def say(*parts: object, file: Any = None, flush: bool = False) -> None:
@@ -78,7 +79,8 @@ def _tally(claims: pd.DataFrame) -> pd.Series:
     """Per run: its verdicts counted, as ``2 held, 1 not, 3 n.a.``."""
     def one(vs: pd.Series) -> str:
         counts = vs.map(lambda v: SHORT.get(v, "open" if isinstance(v, str) else "?")).value_counts()
-        return ", ".join(f"{counts[k]} {k}" for k in ("held", "not", "open", "n.r.", "n.a.", "?") if k in counts)
+        return ", ".join(f"{counts[k]} {k}" for k in ("held", "not", "open", "n.r.", "n.a.", "measured", "?")
+                         if k in counts)
     return claims.groupby("run_id")["verdict"].agg(one) if len(claims) else pd.Series(dtype=str)
 
 
