@@ -119,7 +119,8 @@ POINT_CASES: dict[str, tuple[Edit, str, str]] = {
     "NaN in the CPU shares": (edit(META, lambda m: m["cpu"]["local"].update(user=float("nan"))), META,
                               "cpu.local.user: NaN is not a finite number"),
     "meta status unknown": (edit(META, lambda m: m.update(status="fine")), META,
-                            "status: input should be 'running', 'ok', 'failed', 'inconsistent' or 'interrupted'"),
+                            "status: input should be 'running', 'ok', 'failed', 'inconsistent', 'interrupted' or "
+                            "'beside_a_load'"),
     "meta truncated": (lambda r: (r / META).write_text((r / META).read_text()[:50]), META,
                        "not valid JSON, truncated or hand-edited"),
     "meta a list": (lambda r: (r / META).write_text("[]"), META, "not a point's meta.json: a JSON array"),
