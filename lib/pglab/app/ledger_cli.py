@@ -34,6 +34,7 @@ LEDGER_HELP = (f"the ledger: a SQLite file (.gz: kept gzipped) or postgresql://u
                "beside yours)")
 SHORT = {"held": "held", "did not hold": "not", "not measurable here": "n.a.", "not resolvable here": "n.r.",
          "measured (no published claim)": "measured"}  # a `pglab slo` rate (pglab.app.slo_ledger.MEASURED)
+TALLIED = ("held", "not", "open", "n.r.", "n.a.", "measured", "?")  # a run's verdicts counted, in this order
 
 
 def say(*parts: object, file: Any = None, flush: bool = False) -> None:
@@ -79,8 +80,7 @@ def _tally(claims: pd.DataFrame) -> pd.Series:
     """Per run: its verdicts counted, as ``2 held, 1 not, 3 n.a.``."""
     def one(vs: pd.Series) -> str:
         counts = vs.map(lambda v: SHORT.get(v, "open" if isinstance(v, str) else "?")).value_counts()
-        return ", ".join(f"{counts[k]} {k}" for k in ("held", "not", "open", "n.r.", "n.a.", "measured", "?")
-                         if k in counts)
+        return ", ".join(f"{counts[k]} {k}" for k in TALLIED if k in counts)
     return claims.groupby("run_id")["verdict"].agg(one) if len(claims) else pd.Series(dtype=str)
 
 
@@ -224,8 +224,7 @@ def cmd_merge(a: argparse.Namespace) -> int:
 
 
 def _import(ledger: Ledger, remote: Path, reference: str, reanalyse: bool) -> None:
-    counts = shipped.import_remote(ledger, remote, reference, reanalyse=reanalyse,
-                                   report=lambda line: say(line, flush=True))
+    counts = shipped.import_remote(ledger, remote, reference, reanalyse=reanalyse, report=lambda x: say(x, flush=True))
     say(f"{counts['runs']} runs in {remote}: {counts['new']} new to the ledger, {counts['analysed']} analysed, "
           f"{counts['unreadable']} not analysable by this pglab")
 
@@ -368,8 +367,7 @@ def add_parser(sub: Any, data_root_help: str, reference_help: str) -> None:
     p.add_argument("runs", nargs="*", metavar="RUN", help="a run folder, or a run id under data/runs/<study>/")
     p.add_argument("--derived", help="the analysis of the one RUN given (a folder with points.csv, comparison.csv)")
     p = command("list", cmd_list, "one line per run: when, study, status, PostgreSQL, machine, verdicts")
-    p.add_argument("--study", choices=[*STUDIES, *(f"slo-{s}" for s in STUDIES)],
-                   help="only this study's runs (slo-<study>: its `pglab slo` campaigns' runs)")
+    p.add_argument("--study", choices=[*STUDIES, *(f"slo-{s}" for s in STUDIES)], help="only this study's runs")
     p.add_argument("--with-marked", action="store_true", help=WITH_MARKED)
     p = command("show", cmd_show, "one run: its record and its claims")
     p.add_argument("run", metavar="RUN", help="a run id, or its last part (b7c23a)")
