@@ -7,7 +7,8 @@ niced (a run niced nothing). A build or a second sweep at normal priority took i
 probe, and only if it still ran then. With the run's own time counted by the kernel, others = the machine's busy
 time less the group's.
 
-Local hosts only (an SSH host's processes are started by its sshd, outside the group; lab hosts are SSH hosts),
+Runs on local hosts only (an SSH host's processes are started by its sshd, outside the group; lab hosts are SSH
+hosts, and a point that also uses one is not judged),
 and only where ``cpuacct`` is mounted on its own (where it shares a hierarchy with ``cpu``, a node's CPU quota group
 would take its processes out of the run's group): elsewhere ``usage_ns`` is None and a point's others stay the
 niced share alone. The group is left, and removed, when the session closes; ``pglab cleanup`` removes an empty one

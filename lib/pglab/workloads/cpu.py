@@ -101,8 +101,11 @@ def during(hosts: Iterable[Host], point: Any) -> Iterator[None]:
         point.meta["busy"] = niced
         # others at any priority, where the run's own CPU is counted (a local host): not judged on a run asked to
         # measure on a busy machine (``--busy-ok``: the whole run is marked already, as the test suite's are)
-        seen = [o for h in hosts
-                if h.is_local and (o := others(before[h.name], after[h.name], own, kernel)) is not None]
+        # only where every host of the point is this machine, reached without SSH: a lab host's (or another SSH
+        # host's) processes are started by its sshd, outside the run's group, and on one machine they would count
+        # as others on the local host
+        alone = all(h.is_local for h in hosts)
+        seen = [o for h in hosts if alone and (o := others(before[h.name], after[h.name], own, kernel)) is not None]
         if seen:
             point.meta["others"] = max(seen)
         point.meta["busy_flag"] = niced > BUSY_FLAG or bool(seen and max(seen) > BUSY_FLAG and not busy_ok())
