@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -184,3 +185,22 @@ def test_a_point_measured_beside_a_load_is_measured_again_and_a_second_is_kept_a
         "1 point(s) measured twice while other processes took more than 10% of the CPU (b01-c001-b)"]
     assert "measured twice" in machine_html({"machine": {**m, "marked": marks.marks(store.manifest)}})
     assert machine.busy_ok.__module__ == "pglab.machine_rules"
+
+
+@pytest.mark.skipif(not run_account.available(), reason="needs cgroup v1's cpuacct on its own, writable (root)")
+def test_others_are_judged_only_where_every_host_of_the_point_is_local(inventory) -> None:  # noqa: ANN001
+    """An SSH host's processes (a lab host's, on this very machine) run outside the run's group: a point that uses
+    one is not judged for others (only its niced share is), where a local one is."""
+    import types
+
+    name = run_account.join()
+    local, ssh = inventory.connect("local"), inventory.connect("ssh")
+    try:
+        for hosts, judged in (([local], True), ([local, ssh], False)):
+            point = types.SimpleNamespace(meta={})
+            with cpu.during(hosts, point):
+                time.sleep(0.3)
+            assert ("others" in point.meta) is judged and "busy_flag" in point.meta, point.meta
+    finally:
+        ssh.close()
+        assert run_account.leave(name)
