@@ -30,8 +30,8 @@ def run(argv: list[str]) -> int:
         if exc.ename in USER_ERRORS:  # its message as pglab's own commands print it (every bad key listed)
             print(f"pglab: {said}", file=sys.stderr)
             return 2
-        output = next((a for a in argv if a.endswith(".ipynb")), None)
-        output = next((a for a in argv[argv.index(output) + 1:] if a.endswith(".ipynb")), output) if output else None
+        named = [a for a in argv if a.endswith(".ipynb")]  # NOTEBOOK, then OUTPUT
+        output = named[1] if len(named) > 1 else (named[0] if named else None)
         print(f"pglab: the notebook stopped in cell {exc.exec_count}: {exc.ename}: {first}"
               + (f" (the executed notebook, with the whole traceback: {output})" if output else ""), file=sys.stderr)
         return 1
