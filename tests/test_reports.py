@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 from browser import open_page
 from conftest import REPO, pulled_analyses
-from pglab.app import report, report_notebook, takeaway
+from pglab.app import report, report_notebook, takeaway, verdict_table
 from pglab.runs import record
 from pglab.studies import STUDIES
 
@@ -230,7 +230,7 @@ def test_the_takeaway_counts_the_verdicts_in_plain_words_with_emulations_apart()
 
 
 def test_a_verdict_a_hardware_gap_explains_is_not_coloured_as_a_refutation() -> None:
-    rows = report.verdict_rows(SIX, "one machine", EMULATED)
+    rows = verdict_table.verdict_rows(SIX, "one machine", EMULATED)
     assert rows[0]["_class"] == "hw" and "<b>hardware differs</b>" in rows[0]["depends on"]
     assert [r["_class"] for r in rows[1:]] == [""] * 5
     assert "<code>standby_hosts</code>" in rows[3]["evidence"]  # a setting the note names, as code
@@ -240,7 +240,7 @@ def test_a_verdict_a_hardware_gap_explains_is_not_coloured_as_a_refutation() -> 
     # every node's disk emulated (fdw_overhead's two instances on one disk): a plain refutation, red
     both = {**EMULATED, "emulation": {"disks": {"local": {**EMULATED["emulation"]["disks"]["primary"],
                                                           "nodes": ["primary", "standby1"]}}}}
-    assert report.verdict_rows(SIX, "one machine", both)[0]["_class"] == ""
+    assert verdict_table.verdict_rows(SIX, "one machine", both)[0]["_class"] == ""
     assert takeaway.hardware_gap(SIX.iloc[0].to_dict(), MANIFEST) == ""  # no emulation recorded
 
 

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from conftest import pulled_analyses
 from pglab.app import beside, repro
-from pglab.app.notebook import SHOWN_ROWS, frame_html
+from pglab.app.frames import SHOWN_ROWS, frame_html
 from pglab.runs import progress
 from pglab.runs.record import read
 

@@ -15,6 +15,10 @@ import pandas as pd
 from pglab.analysis import figures
 from pglab.workloads.waits import CSV
 
+#: a frame's ``attrs`` key naming what its numbers are: ``"share"`` (fractions of a whole) is shown as a
+#: percentage in every table a reader meets (``pglab.app.frames``)
+UNIT_ATTR = "pglab_unit"
+
 CLIENT_TYPES = {"client backend"}
 REPLICATION_TYPES = {"walsender", "walreceiver", "startup", "logical replication worker",
                      "logical replication launcher"}
@@ -100,7 +104,9 @@ def top_events_table(shares: pd.DataFrame, by: Sequence[str] = ("config",), n: i
     ranked = shares.sort_values([*by, "share", "event"], ascending=[*[True] * len(by), False, True], kind="stable")
     events = sorted(set(ranked.groupby(by).head(n).event), key=lambda e: (-shares[shares.event == e].share.max(), e))
     wide = shares.pivot_table(index=by, columns="event", values="share", aggfunc="sum", fill_value=0.0)
-    return wide[events].round(3)
+    top = wide[events].round(3)
+    top.attrs[UNIT_ATTR] = "share"
+    return top
 
 
 def wait_note(shares: pd.DataFrame, config: str, baseline: str) -> str:

@@ -63,8 +63,16 @@ def cell(r: pd.Series) -> str:
         value += f" [{r.low:.3g}, {r.high:.3g}]"
         if not pd.isna(r.coverage) and r.coverage < 0.945:  # fewer than 6 blocks: the interval covers less
             value += f" ({r.coverage:.0%})"
-    why = "" if pd.isna(r.why) else f"<br><small>{html.escape(str(r.why))[:200]}</small>"
+    why = "" if pd.isna(r.why) else f"<br><small>{shortened(str(r.why))}</small>"
     return f"<b>{html.escape(str(r.verdict))}</b><br>{value}{why}"
+
+
+def shortened(text: str, width: int = 200) -> str:
+    """``text`` escaped, cut on a word with an ellipsis when longer than ``width``; the whole of it on hover."""
+    if len(text) <= width:
+        return html.escape(text)
+    cut = text[:width].rsplit(" ", 1)[0].rstrip(" ,;:")
+    return f"<span title=\"{html.escape(text)}\">{html.escape(cut)}…</span>"
 
 
 def grid(m: pd.DataFrame) -> Iterator[tuple[str, list[tuple[int, pd.Series | None]]]]:

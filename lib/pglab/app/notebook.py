@@ -58,31 +58,12 @@ def _short_errors_in_ipython() -> None:
 
 _short_errors_in_ipython()
 
-#: rows of a table shown in a notebook (and its report) before the rest is summed up in a line
-SHOWN_ROWS = 60
-
-
-def frame_html(df: Any) -> str:
-    """A table as a reader wants it: no row numbers (a meaningful index becomes columns), every column, no cell
-    cut short, ``-`` for a missing value, numbers to 4 significant digits, and past ``SHOWN_ROWS`` a line saying
-    how many more rows the table has, instead of pandas' ``...`` and "5 rows x 23 columns"."""
-    import pandas as pd
-
-    shown = (df if isinstance(df.index, pd.RangeIndex) else df.reset_index()).copy()
-    if isinstance(shown.columns, pd.MultiIndex):  # a pivot's two header rows as one: "tps local"
-        shown.columns = [" ".join(str(x) for x in c if str(x)) for c in shown.columns]
-    shown.columns.name = None  # else a header cell of its own, and an empty cell starting every row
-    more = len(shown) - SHOWN_ROWS
-    out = shown.head(SHOWN_ROWS).to_html(index=False, na_rep="-", border=0, classes="frame", escape=True,
-                                         float_format=lambda v: f"{v:.4g}", max_cols=None, max_rows=None)
-    return out + (f"<p><small>and {more} more rows (the whole table is the run's CSV)</small></p>"
-                  if more > 0 else "")
-
-
 def _tables_as_html() -> None:
     shell = sys.modules["IPython"].get_ipython() if "IPython" in sys.modules else None
     if shell is not None:
         import pandas as pd
+
+        from pglab.app.frames import frame_html
 
         shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, frame_html)
 

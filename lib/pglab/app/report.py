@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import html
-import math
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -25,12 +24,10 @@ from typing import Any
 
 import pandas as pd
 
-from pglab.analysis import over_runs, placement, tally
-from pglab.analysis.stats import interval_words
-from pglab.analysis.text import count
+from pglab.analysis import placement, tally
 from pglab.app import beside, fidelity_html, majors_table, report_notebook, takeaway
-from pglab.app.beside import num as _num
 from pglab.app.report_notebook import Notebook
+from pglab.app.verdict_table import verdict_rows
 from pglab.app.where_ran import allowed_html, emulation_html, machine_html
 from pglab.runs import record
 from pglab.studies import STUDIES, declaration
@@ -102,6 +99,21 @@ LEGEND = ("<p class=\"meta\"><span class=\"held\">held</span>: the 95% interval 
           "it is no refutation.</p>")
 
 
+def glossary_href(root: Path) -> str:
+    """Where docs/glossary.md is from ``root``/reports/ (the checkout's, or yours/ inside it); '' if nowhere."""
+    for up, base in (("../", root), ("../../", root.parent)):
+        if (base / "docs" / "glossary.md").exists():
+            return f"{up}docs/glossary.md"
+    return ""
+
+
+def terms(href: str) -> str:
+    """The line under every legend: where the words a report uses are explained."""
+    where = f"<a href=\"{html.escape(href)}\">the glossary</a>" if href else "docs/glossary.md"
+    return (f"<p class=\"meta\">Terms (block, run, campaign, sitting, A/A, noise floor, interval over runs, "
+            f"leave-one-out, here verdict, emulation): {where}.</p>")
+
+
 def question(study: str) -> str:
     return QUESTIONS.get(study, "")
 
@@ -122,63 +134,6 @@ def machine_facts(manifest: dict[str, Any], fsync_ops_s: float | None) -> str:
     if fsync_ops_s:
         words.append(f"disk: {fsync_ops_s:,.0f} fdatasync/s")
     return "; ".join(words)
-
-
-def verdict_rows(comparison: pd.DataFrame, facts: str,
-                 manifest: Mapping[str, Any] | None = None) -> list[dict[str, str]]:
-    """The verdict table's cells, escaped: one row per claim of ``comparison.csv``; a verdict that did not hold
-    where an emulation left the machine unlike the article's (``takeaway.hardware_gap``) is marked as such."""
-    rows = []
-    for c in comparison.to_dict("records"):
-        interval = (f" [{_num(c.get('ci_low'))}, {_num(c.get('ci_high'))}]"
-                    if not pd.isna(c.get("ci_low")) else "")
-        conf = c.get("confidence")
-        words = interval_words(str(c.get("ci_method", "")), count(c),
-                               confidence=0.95 if conf is None or pd.isna(conf) else float(conf))
-        prop = _text(c.get("depends_on"))
-        machine = (f"<b>{html.escape(prop)}</b>: here {html.escape(_text(c.get('here')))}"
-                   + (f"; the article: {html.escape(_text(c.get('article')))}" if _text(c.get("article")) else "")
-                   if prop else html.escape(facts))
-        over = "runs" if c.get("ci_method") == over_runs.METHOD else "blocks"
-        aa = (f"{_num(c['aa_median'])} [{_num(c.get('aa_low'))}, {_num(c.get('aa_high'))}] over "
-              f"{int(c.get('aa_blocks', 0))} {over}" if not pd.isna(c.get("aa_median", math.nan)) else "")
-        floor = c.get("noise_floor")
-        extra = [f"blocks: {_text(c.get('stopped'))}" if _text(c.get("stopped")) else "",
-                 f"A/A (baseline / baseline) {aa}" if aa else "",
-                 f"noise floor +-{100 * floor:.0f}% per point" if isinstance(floor, float) and not math.isnan(floor)
-                 else "", *spread_words(c)]
-        gap = takeaway.hardware_gap(c, manifest or {}) if c["verdict"] == "did not hold" else ""
-        rows.append({
-            "_class": "hw" if gap else "",
-            "claim": html.escape(str(c["claim"])),
-            "article": _num(c.get("published")),
-            "reproduced": f"{_num(c.get('reproduced'))}{interval}<br><small>{html.escape(words)}"
-                          + (f"; {html.escape(_text(c.get('scope')))}" if _text(c.get("scope")) else "") + "</small>",
-            "rule": html.escape(_text(c.get("rule", c.get("tested")))),
-            "verdict": html.escape(str(c["verdict"])),
-            "depends on": report_notebook.code_spans(machine)
-            + ("<br><small><b>made under an emulation</b>, counted apart: "
-               f"{html.escape(tally.emulated(c))}</small>" if tally.emulated(c) else "")
-            + (f"<br><small><b>hardware differs</b>: {html.escape(gap)}; a difference of hardware, not a "
-               "refutation</small>" if gap else ""),
-            "evidence": report_notebook.code_spans(
-                html.escape("; ".join(x for x in (_text(c.get("note")), *extra) if x))),
-        })
-    return rows
-
-
-def spread_words(c: Mapping[str, Any]) -> list[str]:
-    """A verdict over runs: the spread within and between runs, the leave-one-out check, and what would settle it."""
-    within, between, icc = (c.get(k, math.nan) for k in ("within_sd", "between_sd", "icc"))
-    out = []
-    if not pd.isna(within) or not pd.isna(between):
-        out.append(f"spread of the log ratio: within a run SD {_num(within, 2)}, between runs SD {_num(between, 2)}"
-                   + (f" (intra-class correlation {_num(icc, 2)})" if not pd.isna(icc) else ""))
-    if _text(c.get("loo")):
-        out.append(f"leave-one-run-out: {_text(c.get('loo'))}")
-    if _text(c.get("settle")):
-        out.append(f"to settle it: {_text(c.get('settle'))}")
-    return out
 
 
 def runs_sentence(comparison: pd.DataFrame, manifest: dict[str, Any]) -> str:
@@ -246,7 +201,8 @@ def _fsync(derived: Path) -> float | None:
 
 def study_html(study: str, nb: Notebook, comparison: pd.DataFrame, manifest: dict[str, Any],
                fsync_ops_s: float | None, beside_html: str = "", summary: pd.DataFrame | None = None,
-               majors: pd.DataFrame | None = None, fidelity: pd.DataFrame | None = None) -> str:
+               majors: pd.DataFrame | None = None, fidelity: pd.DataFrame | None = None,
+               csvs: tuple[str, ...] = (), glossary: str = "") -> str:
     """The report of one study (pure: the same inputs give the same bytes); ``beside_html``: your run's claims
     beside the shipped reference's (``pglab.app.beside``), after the verdicts; ``summary``: its summary.csv, what
     the takeaway says was measured when no claim got a number; ``majors``: its claims x PostgreSQL majors table."""
@@ -263,7 +219,7 @@ def study_html(study: str, nb: Notebook, comparison: pd.DataFrame, manifest: dic
            "<p class=\"meta\">Each claim is a ratio measured in blocks that run every configuration back to back, "
            "divided within its block by the baseline. The verdict is the rule beside it applied to the 95% interval "
            "(no verdict while baseline / baseline excludes 1); the study's docs page states every rule and margin. "
-           f"{runs_sentence(comparison, manifest)}</p>", LEGEND, beside_html,
+           f"{runs_sentence(comparison, manifest)}</p>", LEGEND + terms(glossary), beside_html,
            "" if majors is None or majors.empty else majors_table.section_html(study, majors),
            "" if fidelity is None else fidelity_html.section_html(
                fidelity, (manifest.get("emulation") or {}).get("calibration"), _runs(comparison)),
@@ -277,6 +233,10 @@ def study_html(study: str, nb: Notebook, comparison: pd.DataFrame, manifest: dic
     out += [report_notebook.figure_html(i, fig, empty and fig.name == "published_vs_reproduced")
             for i, fig in enumerate(figures, 1)]
     out.append("<h2 id=\"details\">Details</h2>")
+    if csvs:  # the tables below are rounded for reading: every digit and column is in the analysis' CSVs
+        out.append("<p class=\"meta\">Every table in full, as CSV: " + ", ".join(
+            f"<a href=\"../data/derived/{html.escape(study)}/{html.escape(c)}\">{html.escape(c)}</a>" for c in csvs)
+            + ".</p>")
     out.append(f"<details open><summary>How the study works</summary>{nb.intro}</details>")
     for s in nb.sections:
         if not s.parts and s.figures:
@@ -319,7 +279,7 @@ def write_study(study: str, root: Path, reference: Path | None = None) -> Path:
     majors = majors_table.read(root / "data" / "majors" / f"{study}.csv")  # shipped, or `pglab majors`'s in yours/
     fid = pd.read_csv(derived / "fidelity.csv") if (derived / "fidelity.csv").exists() else None
     page = study_html(study, report_notebook.read(executed), comparison, manifest, _fsync(derived), side, summary,
-                      majors, fid)
+                      majors, fid, tuple(sorted(p.name for p in derived.glob("*.csv"))), glossary_href(root))
     out = root / "reports" / f"{study}.html"
     out.write_text(page, encoding="utf-8")
     return out
@@ -371,7 +331,7 @@ def index_html(root: Path, reference: Path | None = None) -> str:
             + takeaway.glance({s: (side.comparison, side.manifest) for s, side in sides.items()})
             + f"<p><b>All {len(total) + len(under)} claims{' of your runs' if reference else ''}:</b> {counted}.</p>"
             + f"<div class=\"table\">{_table(rows, cols, 'index')}</div>"
-            + LEGEND
+            + LEGEND + terms(glossary_href(root))
             + "<p class=\"meta\">Every run so far, claim by claim: <a href=\"history.html\">history.html</a> "
             "(<code>python -m pglab.app.history</code> writes it from the ledger).</p>")
     return _page("pglab reports", body)
