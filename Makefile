@@ -18,6 +18,7 @@ repro: setup
 reference: setup
 	dvc repro --force
 	@python -m pglab.app.cli ledger import-dvc --reanalyse --ledger data/ledger/reference.sqlite.gz
+	@python -m pglab.app.cli ledger add --ledger data/ledger/reference.sqlite.gz
 	dvc repro history
 	@python -m pglab.app.summary
 	@python -m pglab.app.docs_verdicts

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import html
+import json
 import math
 import sys
 from pathlib import Path
@@ -121,10 +122,26 @@ def _runs_table(order: pd.DataFrame, names: dict[str, str]) -> str:
     return f"<div class=\"table\"><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
 
 
+def latest_verdict(rows: pd.DataFrame, campaigns: pd.DataFrame) -> tuple[str, str]:
+    """(verdict, what it is over) of a claim: the latest campaign's verdict over its runs where the ledger holds a
+    campaign with the claim (what that campaign's report, the index and the docs say), else the latest run's own
+    (over its blocks only, and said so)."""
+    last = rows.iloc[-1]
+    mine = campaigns[campaigns.claim.astype(str) == str(last["claim"])] if len(campaigns) else campaigns
+    if len(mine):
+        k = mine.iloc[-1]
+        runs = "" if pd.isna(k["n_runs"]) else f"over {int(k['n_runs'])} runs, "
+        return str(k["verdict"]), f"{runs}campaign {_short(k['campaign_id'])}"
+    return str(last["verdict"]), f"run {_short(last['run_id'])} alone"
+
+
 def study_section(study: str, claims: pd.DataFrame, order: pd.DataFrame,
-                  look: tuple[dict[str, Any], dict[str, str], dict[str, str]], anchor: str) -> str:
-    """One study: its claims' tally, a figure and table per claim with a value, a line per claim without, costs."""
+                  look: tuple[dict[str, Any], dict[str, str], dict[str, str]], anchor: str,
+                  campaigns: pd.DataFrame | None = None) -> str:
+    """One study: its claims' tally, a figure and table per claim with a value, a line per claim without, costs;
+    a claim's latest verdict is its campaign's over the runs where the latest run is one of a campaign."""
     names = look[2]
+    camp = campaigns[campaigns.study == study] if campaigns is not None and len(campaigns) else pd.DataFrame()
     mine = claims[claims.study == study]
     claim_names = sorted({str(c) for c in mine.claim})
     first, last = _date(order.started.iloc[0])[:10], _date(order.started.iloc[-1])[:10]
@@ -134,6 +151,12 @@ def study_section(study: str, claims: pd.DataFrame, order: pd.DataFrame,
     analysed = int(order.analysed.fillna(0).astype(bool).sum())
     out.append(f"<p class=\"meta\">{len(order)} run{'s' * (len(order) != 1)} from {first} to {last}, {analysed} "
                f"with an analysis; {len(claim_names)} claim{'s' * (len(claim_names) != 1)}.</p>")
+    for key, k in (camp.groupby("campaign_id", sort=False) if len(camp) else ()):
+        first, n = k.iloc[0], len(json.loads(k.iloc[0]["run_ids"] or "[]"))
+        scope = f", {_e(first['campaign_scope'])}" if isinstance(first["campaign_scope"], str) else ""
+        out.append(f"<p class=\"meta\">Campaign <code>{_e(_short(key))}</code> ({_e(first['profile'])}, {n} runs "
+                   f"from {_date(first['started'])}{scope}): its verdicts over the runs, as its report tells them: "
+                   f"{_tally_html(_tally(k))}</p>")
     if not claim_names:
         out.append("<p>No run of this study has an analysis in the ledger yet.</p>")
     rows_of = {c: mine[mine.claim.astype(str) == c] for c in claim_names}
@@ -145,11 +168,12 @@ def study_section(study: str, claims: pd.DataFrame, order: pd.DataFrame,
         for i, c in enumerate(claim_names):
             rows, counts = rows_of[c], _tally(rows_of[c])
             link = f"<a href=\"#{anchor}-c{i}\">{_e(c)}</a>" if c in drawn else _e(c)
-            latest = rows.verdict.iloc[-1]
+            latest, over = latest_verdict(rows, camp)
             body.append(f"<tr><td class=wrap>{link}</td><td class=num>{len(rows)}</td>"
                         + "".join(f"<td class=\"num {_KIND_CLASS[k] if counts[k] else ''}\">{counts[k]}</td>"
                                   for k in KINDS)
-                        + f"<td class=\"{_KIND_CLASS[kind(latest)]}\">{_e(latest)}</td></tr>")
+                        + f"<td class=\"{_KIND_CLASS[kind(latest)]}\">{_e(latest)}<br><small>{_e(over)}</small>"
+                          "</td></tr>")
         out.append("<div class=\"table\"><table><thead><tr>" + head + "</tr></thead><tbody>" + "".join(body)
                    + "</tbody></table></div>")
     for c in drawn:
@@ -200,8 +224,10 @@ def opening(runs: pd.DataFrame, studies: list[str], names: dict[str, str]) -> st
         "</table></div>"
 
 
-def history_html(claims: pd.DataFrame, runs: pd.DataFrame, left_out: int = 0) -> str:
-    """The page (pure: the same frames give the same bytes); ``left_out``: the marked runs not drawn."""
+def history_html(claims: pd.DataFrame, runs: pd.DataFrame, left_out: int = 0,
+                 campaigns: pd.DataFrame | None = None) -> str:
+    """The page (pure: the same frames give the same bytes); ``left_out``: the marked runs not drawn;
+    ``campaigns``: the ledger's campaigns' verdicts over runs (``book.campaigns``)."""
     figures.style()
     runs = runs.sort_values(["started", "run_id"], kind="stable", na_position="first").reset_index(drop=True)
     claims = claims.sort_values(["started", "run_id", "claim"], kind="stable", na_position="first")
@@ -211,7 +237,7 @@ def history_html(claims: pd.DataFrame, runs: pd.DataFrame, left_out: int = 0) ->
              "ledger history --with-marked</code> draws them.</p>"] if left_out else []
     for i, study in enumerate(studies, 1):
         order = runs[runs.study == study].reset_index(drop=True)
-        body.append(study_section(study, claims, order, look, f"s{i}"))
+        body.append(study_section(study, claims, order, look, f"s{i}", campaigns))
     page = report._page("pglab history: every run in the ledger", "".join(body))
     framed = page.replace('<meta charset="utf-8">', '<meta charset="utf-8">' + VIEWPORT, 1)
     framed = framed.replace("</style>", _STYLE + "</style>", 1)
@@ -224,7 +250,8 @@ def write(ledger: Ledger, out: Path, with_marked: bool = False) -> Path:
     """The page of ``ledger``'s runs and claims, written to ``out``; the marked runs left out unless ``with_marked``."""
     out.parent.mkdir(parents=True, exist_ok=True)
     claims, runs = book.claims(ledger, with_marked=with_marked), book.runs(ledger, with_marked=with_marked)
-    out.write_text(history_html(claims, runs, 0 if with_marked else book.marked_count(ledger)), encoding="utf-8")
+    out.write_text(history_html(claims, runs, 0 if with_marked else book.marked_count(ledger), book.campaigns(ledger)),
+                   encoding="utf-8")
     return out
 
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pandas as pd
 
-from pglab.analysis import over_runs
 from pglab.app.comparable import find_run
+from pglab.app.ledger_views import campaign_block, campaign_lines, decided_over, short_campaign
 from pglab.app.spread import MIXED, OPPOSITE, STABLE, format_table, spread_table
 from pglab.errors import UserError
 from pglab.ledger import book, rows, shipped
@@ -102,8 +102,11 @@ def cmd_list(a: argparse.Namespace, ledger: Ledger) -> int:
                          "run": runs["run_id"], "profile": runs["profile"], "status": runs["status"],
                          "PostgreSQL": runs["pg_version"].fillna("?") + " " + runs["pg_family"].fillna(""),
                          "machine": runs["machine_key"],
-                         "verdicts": runs["run_id"].map(tally).fillna("(not analysed)")})
+                         "verdicts": runs["run_id"].map(tally).fillna("(not analysed)"),
+                         "campaign": runs["run_id"].map(short_campaign(ledger)).fillna("-")})
     say(_cells(show).to_string(index=False))
+    if lines := campaign_lines(ledger, a.study):
+        say("\n".join(lines))
     machines = runs.drop_duplicates("machine_key")
     for key, label in zip(machines["machine_key"], machines["machine"], strict=True):
         say(f"machine {key}: {label}")
@@ -119,12 +122,16 @@ def cmd_show(a: argparse.Namespace, ledger: Ledger) -> int:
               "blocks", "points_total", "points_failed", "machine", "machine_key", "pg_version", "pg_family",
               "git_revision", "dvc_hash", "marked"):
         say(f"{k:16} {'' if pd.isna(r[k]) else r[k]}" if k == "marked" else f"{k:16} {r[k]}")
+    in_campaign = book.campaign_of(ledger, run_id)
+    if in_campaign:
+        say("\n".join(campaign_block(ledger, in_campaign)))
     c = book.claims(ledger, str(r["study"]))
     c = c[c["run_id"] == run_id]
     if c.empty:
         say("(no analysis in the ledger: `pglab analyze` or `pglab ledger add RUN --derived DIR` adds one)")
         return 0
-    say()
+    say("\nthis run alone (its own blocks; the campaign's verdicts above are over all its runs):" if in_campaign
+        else "")
     say(_cells(pd.DataFrame({"claim": c["claim"], "published": c["published"], "reproduced": c["reproduced"],
                              "interval": [_interval(lo, hi) for lo, hi in zip(c["ci_low"], c["ci_high"], strict=True)],
                              "blocks": c["blocks"], "verdict": c["verdict"]})).to_string(index=False))
@@ -177,24 +184,6 @@ def cmd_compare(a: argparse.Namespace, ledger: Ledger) -> int:
     if not a.runs:
         _left_out(a, ledger, a.study)
     return 0
-
-
-def decided_over(frames: dict[str, Any], group: Any) -> str:
-    """The group's claims decided over its runs (``analysis.over_runs``), one line each, and what pooling them
-    means: runs of one machine class, build and profile, but of their own code revision and day."""
-    if len(frames) < 2 or "bound_low" not in group:
-        return ""
-    over = over_runs.comparison(frames)
-    revisions = group["git_revision"].dropna().astype(str).str[:12].unique()
-    lines = ["decided over these runs (95% t interval over the runs' medians; a verdict needs 3 runs and must "
-             "survive leaving one out)" + (f"; pooled across {len(revisions)} code revisions, so indicative"
-                                            if len(revisions) > 1 else "") + ":"]
-    for r in over.to_dict("records"):
-        interval = f" [{r['ci_low']:.3g}, {r['ci_high']:.3g}]" if not pd.isna(r["ci_low"]) else ""
-        value = f"{r['reproduced']:.3g}{interval}" if not pd.isna(r["reproduced"]) else "-"
-        settle = f"; to settle it: {r['settle']}" if isinstance(r.get("settle"), str) and r["settle"] else ""
-        lines.append(f"  {r['claim']}: {r['verdict']}, {value} over {r['runs']} runs{settle}")
-    return "\n".join(lines) + "\n"
 
 
 def _same(one: Where, other: Where) -> bool:

@@ -37,9 +37,10 @@ def verdict_rows(comparison: pd.DataFrame, facts: str,
         words = interval_words(str(c.get("ci_method", "")), count(c),
                                confidence=0.95 if conf is None or pd.isna(conf) else float(conf))
         prop = _text(c.get("depends_on"))
-        machine = (f"<b>{html.escape(prop)}</b>: here {html.escape(_text(c.get('here')))}"
-                   + (f"; the article: {html.escape(_text(c.get('article')))}" if _text(c.get("article")) else "")
-                   if prop else html.escape(facts))
+        detail = f"here {_text(c.get('here'))}" + (f"; the article: {_text(c.get('article'))}"
+                                                   if _text(c.get("article")) else "")
+        machine = (f"<b>{html.escape(prop)}</b>: {folded(detail, max(CELL_WORDS - len(prop.split()), 10))}" if prop
+                   else html.escape(facts))
         over = "runs" if c.get("ci_method") == over_runs.METHOD else "blocks"
         aa = (f"{_num(c['aa_median'])} [{_num(c.get('aa_low'))}, {_num(c.get('aa_high'))}] over "
               f"{int(c.get('aa_blocks', 0))} {over}" if not pd.isna(c.get("aa_median", math.nan)) else "")
@@ -57,7 +58,7 @@ def verdict_rows(comparison: pd.DataFrame, facts: str,
                           + (f"; {html.escape(_text(c.get('scope')))}" if _text(c.get("scope")) else "") + "</small>",
             "rule": html.escape(_text(c.get("rule", c.get("tested")))),
             "verdict": html.escape(str(c["verdict"])),
-            "depends on": report_notebook.code_spans(machine)
+            "depends on": machine
             + ("<br><small><b>made under an emulation</b>, counted apart: "
                f"{html.escape(tally.emulated(c))}</small>" if tally.emulated(c) else "")
             + (f"<br><small><b>hardware differs</b>: {html.escape(gap)}; a difference of hardware, not a "

@@ -8,6 +8,7 @@ the digest to break a tie), so merging ledgers in any order gives the same ledge
 
 from __future__ import annotations
 
+import json
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -106,6 +107,39 @@ def add(ledger: Ledger, run_dir: str | Path, derived: str | Path | None = None, 
     return {"run_id": manifest["run_id"], "study": manifest["study"], "new": new, "analysis": analysis}
 
 
+def add_campaign(ledger: Ledger, top: str | Path, derived: str | Path, *, analysed_at: str | None = None,
+                 code_revision: str | None = None) -> str | None:
+    """A campaign (its folder ``top``) with its verdicts over runs (its analysis ``derived``): ``added``, ``same``,
+    ``older``, or None when ``top`` is a single run or the analysis is not over its runs. Its runs are added by
+    ``add`` (each with its own analysis); this row is what every view shows as the campaign's verdicts."""
+    if campaign.read(top) is None:
+        return None
+    made = rows.campaign(Path(derived), [rows.from_folder(m) for m in campaign.members(top)])
+    if made is None:
+        return None
+    row, claims = made
+    row.update(analysed_at=analysed_at or _now(), code_revision=code_revision)
+    with ledger.transaction():
+        return _put_campaign(ledger, row, claims)
+
+
+def _put_campaign(ledger: Ledger, row: dict[str, Any], claims: list[dict[str, Any]], merging: bool = False) -> str:
+    """As ``_put_analysis``: the same verdicts again change nothing, a newer analysis replaces an older one."""
+    key = row["campaign_id"]
+    old = ledger.query("SELECT digest, analysed_at, code_revision FROM campaigns WHERE campaign_id = ?", (key,))
+    if old and old[0][0] == row["digest"]:
+        if merging and (row["analysed_at"], row["code_revision"] or "") > (old[0][1], old[0][2] or ""):
+            ledger.execute("UPDATE campaigns SET analysed_at = ?, code_revision = ? WHERE campaign_id = ?",
+                           (row["analysed_at"], row["code_revision"], key))
+        return "same"
+    if old and (old[0][1], old[0][0]) > (row["analysed_at"], row["digest"]):
+        return "older"
+    ledger.execute("DELETE FROM campaign_claims WHERE campaign_id = ?", (key,))
+    _insert(ledger, "campaigns", [row], replace=True)
+    _insert(ledger, "campaign_claims", claims)
+    return "added"
+
+
 def _records(ledger: Ledger, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
     cols, found = ledger.columns(sql, params)
     return [dict(zip(cols, r, strict=True)) for r in found]
@@ -124,6 +158,9 @@ def merge(into: Ledger, other: Ledger) -> dict[str, int]:
             p = _records(other, "SELECT * FROM points WHERE run_id = ?", (a["run_id"],))
             c = _records(other, "SELECT * FROM claims WHERE run_id = ?", (a["run_id"],))
             counts["analyses"] += _put_analysis(into, a, p, c, merging=True) == "added"
+        for row in _records(other, "SELECT * FROM campaigns"):
+            claims = _records(other, "SELECT * FROM campaign_claims WHERE campaign_id = ?", (row["campaign_id"],))
+            _put_campaign(into, row, claims, merging=True)
     return counts
 
 
@@ -135,8 +172,10 @@ def record(run: str | Path, derived: str | Path | None = None, *, data_root: str
         with Ledger(url, data_root) as ledger:
             pairs = campaign.own_analyses(Path(run), Path(derived)) if derived is not None else \
                 [(m, None) for m in campaign.members(run)]
-            for member, own in pairs:  # a campaign: each run with its own analysis, never the verdicts over runs
+            for member, own in pairs:  # a campaign: each run with its own analysis, then the verdicts over runs
                 add(ledger, member, own, code_revision=git_revision())
+            if derived is not None:
+                add_campaign(ledger, run, derived, code_revision=git_revision())
     except Exception as exc:  # noqa: BLE001 - never let the index cost the run
         print(f"pglab: the run {run} was not added to the ledger {location(url, data_root)} ({exc}); "
               f"`pglab ledger add {run}` adds it later", file=sys.stderr)
@@ -173,6 +212,22 @@ def claims(ledger: Ledger, study: str | None = None, with_marked: bool = True) -
                          "JOIN runs r USING "
                          f"(run_id) LEFT JOIN machines m USING (machine_key) {'WHERE ' + where if where else ''} "
                          "ORDER BY r.started, r.run_id, c.claim", (study,) if study else ())
+
+
+def campaigns(ledger: Ledger, study: str | None = None) -> pd.DataFrame:
+    """One row per (campaign, claim): the campaign's verdict over its runs, with the campaign's study, profile,
+    start, runs (``run_ids``: JSON, oldest first), the runs left out and the scope; oldest campaign first."""
+    where = "WHERE k.study = ?" if study else ""
+    return frame(ledger, "SELECT k.study, k.profile, k.started, k.ended, k.run_ids, k.left_out, k.scope AS "
+                         f"campaign_scope, c.* FROM campaign_claims c JOIN campaigns k USING (campaign_id) {where} "
+                         "ORDER BY k.started, c.campaign_id, c.claim", (study,) if study else ())
+
+
+def campaign_of(ledger: Ledger, run_id: str) -> str | None:
+    """The latest campaign ``run_id`` is one of (or is), if any."""
+    found = [k for k, ids in ledger.query("SELECT campaign_id, run_ids FROM campaigns ORDER BY started DESC")
+             if run_id == k or run_id in json.loads(ids or "[]")]
+    return found[0] if found else None
 
 
 def marked_count(ledger: Ledger, study: str | None = None) -> int:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pglab.errors import UserError
-from pglab.ledger.schema import ADDED, INTEGER, REAL, SCHEMA_VERSION, TABLES
+from pglab.ledger.schema import ADDED, ADDED_TABLES, INTEGER, REAL, SCHEMA_VERSION, TABLES
 from pglab.runs.record import PLAIN_ID, RUN_FOLDER
 
 Ledger = Any  # a pglab.ledger.backend.Ledger (which calls these checks as it opens: not imported, no circle)
@@ -37,8 +37,9 @@ def sqlite_file(path: Path, shown: str) -> None:
 
 def columns_of(version: int) -> dict[str, set[str]]:
     """Table -> the columns a ledger of schema ``version`` has."""
+    later = {t for v, tables in ADDED_TABLES.items() if v > version for t in tables}
     return {t: set(cols) - {c for v, added in ADDED.items() if v > version for c in added.get(t, ())}
-            for t, (cols, _) in TABLES.items()}
+            for t, (cols, _) in TABLES.items() if t not in later}
 
 
 def _tables(ledger: Ledger) -> tuple[dict[str, set[str]], bool]:
@@ -96,6 +97,8 @@ def values(ledger: Ledger) -> None:
         text = [c for c in TABLES[table][0] if c in want & have and c not in numeric]
         tests = [f"SUM(typeof({c}) NOT IN ('real', 'integer', 'null'))" for c in numeric] + \
                 [f"SUM(typeof({c}) NOT IN ('text', 'null'))" for c in text]
+        if not tests:  # a table this ledger's older schema lacks (read, never upgraded)
+            continue
         bad = ledger.query(f"SELECT {', '.join(tests)} FROM {table}")[0]
         for column, n in zip(numeric + text, bad, strict=True):
             if n:
@@ -109,7 +112,9 @@ def ids(ledger: Ledger) -> None:
     """Refused if a run id, study or machine key of the ledger is not of the form pglab gives it."""
     checks = [(t, "run_id", RUN_FOLDER, "a run folder's name (a UTC time and a suffix)")
               for t in ("runs", "analyses", "points", "claims")]
-    checks += [("runs", "study", PLAIN_ID, "a plain id"), ("runs", "machine_key", MACHINE_KEY, "12 hex digits"),
+    checks += [(t, "campaign_id", RUN_FOLDER, "a run folder's name") for t in ("campaigns", "campaign_claims")]
+    checks += [("runs", "study", PLAIN_ID, "a plain id"), ("campaigns", "study", PLAIN_ID, "a plain id"),
+               ("runs", "machine_key", MACHINE_KEY, "12 hex digits"),
                ("machines", "machine_key", MACHINE_KEY, "12 hex digits")]
     for table, column, pattern, form in checks:
         for (value,) in ledger.query(f"SELECT DISTINCT {column} FROM {table}"):

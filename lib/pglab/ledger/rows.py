@@ -143,6 +143,37 @@ def claims(run_id: str, derived: Path) -> list[dict[str, Any]]:
     return [{"run_id": run_id, **{c: _clean(rec.get(c)) for c in CLAIM_COLUMNS}} for rec in t.to_dict("records")]
 
 
+#: a campaign's claims over runs (``comparison.csv`` of a campaign's analysis: ``runs`` is their number there)
+CAMPAIGN_CLAIM_COLUMNS = {"claim": "claim", "published": "published", "reproduced": "reproduced",
+                          "ci_low": "ci_low", "ci_high": "ci_high", "verdict": "verdict", "rule": "rule",
+                          "bound_low": "bound_low", "bound_high": "bound_high", "runs": "n_runs", "scope": "scope",
+                          "note": "note", "here_verdict": "here_verdict", "emulated": "emulated"}
+
+
+def campaign(derived: Path, manifests: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+    """A campaign's row and its claims over runs, from its runs' records (oldest first: the last is the campaign's
+    folder) and its analysis; None when the analysis is not over runs (a campaign analysed one run at a time)."""
+    path = derived / "comparison.csv"
+    if not path.exists() or not manifests:
+        return None
+    t = pd.read_csv(path)
+    if "runs" not in t or "scope" not in t:
+        return None
+    top = manifests[-1]
+    campaign_id = str(top["run_id"])
+    claims = [{"campaign_id": campaign_id, **{col: _clean(rec.get(c)) for c, col in CAMPAIGN_CLAIM_COLUMNS.items()}}
+              for rec in t.to_dict("records")]
+    for c in claims:  # a count of runs is a whole number (pandas reads a column with a gap as floats)
+        c["n_runs"] = None if c["n_runs"] is None else int(c["n_runs"])
+    left = sorted({str(x) for x in t.get("left_out", pd.Series(dtype=str)).dropna() if str(x)})
+    scopes = sorted({str(x) for x in t["scope"].dropna() if str(x)})
+    row = {"campaign_id": campaign_id, "study": top.get("study"), "profile": top.get("profile"),
+           "started": manifests[0].get("start"), "ended": top.get("end"),
+           "run_ids": json.dumps([str(m["run_id"]) for m in manifests]), "left_out": "; ".join(left) or None,
+           "scope": "; ".join(scopes) or None, "digest": hashlib.sha256(_canonical(claims).encode()).hexdigest()[:16]}
+    return row, claims
+
+
 def digest(point_rows: list[dict[str, Any]], claim_rows: list[dict[str, Any]]) -> str:
     """What an analysis said, as one hash: adding the same analysis again is recognised and changes nothing."""
     return hashlib.sha256(_canonical([point_rows, claim_rows]).encode()).hexdigest()[:16]

@@ -6,7 +6,7 @@ would round the numbers and break parity). JSON is kept as TEXT: both engines re
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: version -> the columns it added, by table (``backend`` adds them to an older ledger when it opens it)
 ADDED: dict[int, dict[str, tuple[str, ...]]] = {
     2: {"claims": ("bound_low", "bound_high", "here_verdict")},  # a verdict over runs needs the rule's region
@@ -16,6 +16,11 @@ ADDED: dict[int, dict[str, tuple[str, ...]]] = {
     # why a run is marked (busy at its start, or its machine moved: pglab.runs.marks.marks): list, compare and the
     # history leave such runs out unless asked; NULL in a row added before (its marks unknown)
     4: {"runs": ("marked",)},
+}
+#: version -> the tables it added (an older ledger gains them, empty, when it is opened to be written)
+ADDED_TABLES: dict[int, tuple[str, ...]] = {
+    # a campaign as a campaign: its runs and its verdicts over them, the ones every view of it tells
+    5: ("campaigns", "campaign_claims"),
 }
 
 #: table -> (columns in order, primary key)
@@ -34,13 +39,19 @@ TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "claims": (("run_id", "claim", "published", "reproduced", "ci_low", "ci_high", "coverage", "blocks", "verdict",
                 "rule", "aa_median", "aa_low", "aa_high", "aa_blocks", "noise_floor", "stopped", "note", "bound_low",
                 "bound_high", "here_verdict", "emulated"), ("run_id", "claim")),
+    # campaign_id: its last run's id (the campaign's folder is that run's); run_ids: JSON, oldest first
+    "campaigns": (("campaign_id", "study", "profile", "started", "ended", "run_ids", "left_out", "scope", "digest",
+                   "analysed_at", "code_revision"), ("campaign_id",)),
+    "campaign_claims": (("campaign_id", "claim", "published", "reproduced", "ci_low", "ci_high", "verdict", "rule",
+                         "bound_low", "bound_high", "n_runs", "scope", "note", "here_verdict", "emulated"),
+                        ("campaign_id", "claim")),
 }
 
 REAL = {"wall_s", "measured_s", "measuring_share", "own_cpu_s", "mem_gib", "tps", "latency_avg_ms", "window_s",
         "published", "reproduced", "ci_low", "ci_high", "coverage", "aa_median", "aa_low", "aa_high", "noise_floor",
         "bound_low", "bound_high"}
 INTEGER = {"cores", "seed", "blocks", "points_total", "points_failed", "record_format", "n_points", "n_claims",
-           "block", "copy", "clients", "stalls", "failed", "aa_blocks", "hosts"}
+           "block", "copy", "clients", "stalls", "failed", "aa_blocks", "hosts", "n_runs"}
 
 
 def ddl(sqlite: bool = False) -> list[str]:

@@ -199,6 +199,8 @@ def add_pipeline(ledger: Ledger, data_root: str | Path = "data", lock: str | Pat
             derived_ok = (derived / "comparison.csv").exists() and _analysis_of(derived) == _run_id(run)
             added.append(book.add(ledger, run, derived if derived_ok else None, code_revision=revision,
                                   dvc_hash=dvc_hash and member_hash(dvc_hash, run.relative_to(top).as_posix())))
+        if _analysis_of(analysis) == _run_id(top):  # a campaign's verdicts over its runs, as its report tells them
+            book.add_campaign(ledger, top, analysis, code_revision=revision)
     return added
 
 

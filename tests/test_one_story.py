@@ -1,0 +1,92 @@
+"""One story in every view: a shipped claim has the same verdict wherever a reader meets it.
+
+Why: the same campaign once read "2 held, 2 did not hold, 1 open" in its report and "5 x not resolvable here" in
+the ledger and history.html, which showed each run's own verdict over its few blocks. A campaign's verdicts are now
+stored in the ledger as the campaign's (``pglab.ledger.book.campaigns``), and every view reads them there or from
+the analysis that wrote them. This test walks each view of each shipped study (the report, the index, the docs
+page's generated block, ``dvc metrics``, the reference ledger, ``pglab ledger show`` and history.html) and compares
+each claim's verdict with ``data/derived/<study>/comparison.csv``.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections import Counter
+
+import pandas as pd
+import pytest
+from conftest import REPO, pulled_analyses
+from pglab.app import cli
+from pglab.ledger import book
+from pglab.ledger.backend import Ledger
+from pglab.runs import campaign
+from pglab.studies import STUDIES
+
+REFERENCE = REPO / "data" / "ledger" / "reference.sqlite.gz"
+
+
+def _plain(text: str) -> str:
+    """Markup and markdown escapes off: the words a reader sees."""
+    return re.sub(r"\\(.)", r"\1", html.unescape(re.sub(r"<[^>]+>", "", text))).strip()
+
+
+def shipped(study: str) -> tuple[str, dict[str, str]]:
+    pulled_analyses(study)
+    comparison = pd.read_csv(REPO / "data" / "derived" / study / "comparison.csv")
+    run_id = json.loads((REPO / "data" / "raw" / study / "manifest.json").read_text())["run_id"]
+    return run_id, dict(zip(comparison.claim.astype(str), comparison.verdict.astype(str), strict=True))
+
+
+@pytest.mark.parametrize("study", STUDIES)
+def test_the_report_index_docs_and_metrics_tell_the_analysis_verdicts(study: str) -> None:
+    _, want = shipped(study)
+    page = (REPO / "reports" / f"{study}.html").read_text(encoding="utf-8")
+    table = page[page.index('id="verdicts"'):]
+    table = table[:table.index("</table>")]
+    rows = re.findall(r'<td title="claim"[^>]*>(.*?)</td>.*?<td title="verdict"[^>]*>(.*?)</td>', table, re.S)
+    assert {_plain(c): _plain(v) for c, v in rows} == want, "the report"
+
+    index = (REPO / "reports" / "index.html").read_text(encoding="utf-8")
+    row = next(r for r in re.findall(r"<tr[^>]*>.*?</tr>", index, re.S) if f'href="{study}.html"' in r)
+    for verdict, n in Counter(want.values()).items():
+        assert f"{n} {verdict}" in _plain(row), ("the index", verdict, n)
+
+    docs = (REPO / "docs" / f"{study}.md").read_text(encoding="utf-8")
+    block = docs[docs.index("<!-- pglab:verdicts:begin"):docs.index("<!-- pglab:verdicts:end")]
+    lines = re.findall(r"^- \*\*(.+?)\*\*: \*(.+?)\*\.", block, re.M)
+    assert {_plain(c): _plain(v) for c, v in lines} == want, "the docs page"
+
+    metrics = json.loads((REPO / "data" / "metrics" / f"{study}.json").read_text())
+    assert sum(metrics[k] for k in ("held", "not_held", "open", "n_a", "emu")) == len(want), "dvc metrics"
+    assert metrics["held"] <= sum(v == "held" for v in want.values()), "dvc metrics"
+
+
+@pytest.mark.parametrize("study", STUDIES)
+def test_the_ledger_and_its_views_tell_the_same_verdicts(study: str, capsys: pytest.CaptureFixture[str]) -> None:
+    run_id, want = shipped(study)
+    is_campaign = campaign.read(REPO / "data" / "raw" / study) is not None
+    with Ledger(str(REFERENCE), readonly=True) as ledger:
+        if is_campaign:
+            k = book.campaigns(ledger, study)
+            k = k[k.campaign_id == run_id]
+            assert dict(zip(k.claim, k.verdict, strict=True)) == want, "the reference ledger's campaign"
+        else:
+            c = book.claims(ledger, study)
+            c = c[c.run_id == run_id]
+            assert dict(zip(c.claim, c.verdict, strict=True)) == want, "the reference ledger's run"
+
+    assert cli.main(["ledger", "show", run_id, "--ledger", str(REFERENCE)]) == 0
+    shown = capsys.readouterr().out
+    for claim, verdict in want.items():
+        told = f"  {claim}: {verdict}" if is_campaign else None
+        assert (told in shown) if told else re.search(re.escape(claim) + r".*" + re.escape(verdict), shown), \
+            ("pglab ledger show", claim)
+
+    page = (REPO / "reports" / "history.html").read_text(encoding="utf-8")
+    start = page.index(f">{study}</h2>")
+    section = page[start:page.find("<h2", start + 1)]
+    latest = {_plain(c): _plain(v) for c, v in re.findall(
+        r"<tr><td class=wrap>(.*?)</td>.*?<td class=\"[a-z]*\">([^<]*)<br><small>", section, re.S)}
+    assert {c: latest.get(c) for c in want} == want, "history.html's latest verdict"
