@@ -667,3 +667,46 @@ def test_a_ledger_of_schema_1_gains_the_columns_of_schema_2_when_opened(tmp_path
             (1.5, "held", None, None, None)]
     with Ledger(path) as ledger:  # opened again: nothing added twice
         assert ledger.query("SELECT count(*) FROM claims") == [(1,)]
+
+
+def test_a_campaign_is_kept_with_its_verdicts_over_its_runs(tmp_path: Path) -> None:
+    """The pipeline's campaigns go in as campaigns: their verdicts over the runs (what the report says), their runs
+    oldest first, a run's campaign found from any of its runs; adding again or merging either way changes nothing;
+    a ledger of schema 4 (no campaign tables) gains them when it is opened to be written."""
+    a, b = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
+    with open_sqlite(a) as L:
+        shipped.add_pipeline(L, REPO / "data", REPO / "dvc.lock")
+        k = book.campaigns(L)
+        tops = [s for s in STUDIES if campaign.read(RAW / s) is not None]
+        assert tops and set(k.study) == set(tops)
+        for s in tops:
+            mine, run_id = k[k.study == s], manifest_of(s)["run_id"]
+            comparison = pd.read_csv(REPO / "data" / "derived" / s / "comparison.csv")
+            assert set(mine.campaign_id) == {run_id}
+            assert dict(zip(mine.claim, mine.verdict, strict=True)) == \
+                dict(zip(comparison.claim, comparison.verdict, strict=True))
+            ids = json.loads(mine.run_ids.iloc[0])
+            assert ids[-1] == run_id and len(ids) == len(campaign.members(RAW / s))
+            assert book.campaign_of(L, ids[0]) == run_id and book.campaign_of(L, "no-such-run") is None
+        before = dump(L)
+        shipped.add_pipeline(L, REPO / "data", REPO / "dvc.lock")
+        assert dump(L) == before
+    with open_sqlite(b) as B, Ledger(str(a), readonly=True) as A:
+        book.merge(B, A)
+        book.merge(B, A)
+        assert dump(B)["campaigns"] == before["campaigns"]
+        assert dump(B)["campaign_claims"] == before["campaign_claims"]
+    with sqlite3.connect(b) as raw:  # schema 4, as a ledger written before campaigns were kept
+        raw.execute("DROP TABLE campaign_claims")
+        raw.execute("DROP TABLE campaigns")
+        raw.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    raw.close()
+    with pytest.raises(UserError, match="schema version 4 is older"):
+        Ledger(str(b), readonly=True)
+    with open_sqlite(b) as B:
+        assert book.campaigns(B).empty
+        shipped.add_pipeline(B, REPO / "data", REPO / "dvc.lock")
+        assert dump(B)["campaign_claims"] == before["campaign_claims"]
+    with sqlite3.connect(b) as raw:
+        assert raw.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+    raw.close()
