@@ -62,10 +62,10 @@ def test_claims_keep_what_a_reader_compares() -> None:
                                 "verdict": "not measurable here", "depends_on": "the disk's flush rate",
                                 "block_values": "1;2;3", "icc": 0.4}])
     shown = frames.claims(comparison)
-    assert list(shown.columns) == ["claim", "article", "reproduced", "95% interval", "noise floor", "over",
+    assert list(shown.columns) == ["claim", "article", "reproduced", "interval", "noise floor", "over",
                                    "verdict", "depends on"]
     row = shown.iloc[0]
-    assert (row["article"], row["95% interval"], row["noise floor"], row["over"]) == (
+    assert (row["article"], row["interval"], row["noise floor"], row["over"]) == (
         "1.379×", "[1.12×, 1.958×]", "±7%", "9 runs")
 
 

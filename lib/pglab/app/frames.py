@@ -166,8 +166,8 @@ def claims(comparison: pd.DataFrame) -> pd.DataFrame:
         return MISSING if v is None or pd.isna(v) else f"±{100 * float(v):.0f}%"
 
     rows = [{"claim": r["claim"], "article": cell(r.get("published"), "ratio"),
-             "reproduced": cell(r.get("reproduced"), "ratio"), "95% interval": interval(r),
+             "reproduced": cell(r.get("reproduced"), "ratio"), "interval": interval(r),
              "noise floor": noise(r.get("noise_floor")), "over": over(r), "verdict": cell(r.get("verdict")),
              "depends on": cell(r.get("depends_on"))} for _, r in comparison.iterrows()]
-    return pd.DataFrame(rows, columns=["claim", "article", "reproduced", "95% interval", "noise floor", "over",
+    return pd.DataFrame(rows, columns=["claim", "article", "reproduced", "interval", "noise floor", "over",
                                        "verdict", "depends on"])
