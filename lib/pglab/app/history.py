@@ -163,17 +163,17 @@ def study_section(study: str, claims: pd.DataFrame, order: pd.DataFrame,
     drawn = [c for c in claim_names if rows_of[c].reproduced.notna().any()]
     blank = [c for c in claim_names if c not in drawn]
     if claim_names:
-        head = "".join(f"<th>{h}</th>" for h in ("claim", "runs", *KINDS, "latest verdict"))
+        # the latest verdict beside the claim: on a phone the table scrolls sideways, and this is what is read first
+        head = "".join(f"<th>{h}</th>" for h in ("claim", "latest verdict", "runs", *KINDS))
         body = []
         for i, c in enumerate(claim_names):
             rows, counts = rows_of[c], _tally(rows_of[c])
             link = f"<a href=\"#{anchor}-c{i}\">{_e(c)}</a>" if c in drawn else _e(c)
             latest, over = latest_verdict(rows, camp)
-            body.append(f"<tr><td class=wrap>{link}</td><td class=num>{len(rows)}</td>"
+            body.append(f"<tr><td class=wrap>{link}</td><td class=\"wrap {_KIND_CLASS[kind(latest)]}\">{_e(latest)}"
+                        f"<br><small>{_e(over)}</small></td><td class=num>{len(rows)}</td>"
                         + "".join(f"<td class=\"num {_KIND_CLASS[k] if counts[k] else ''}\">{counts[k]}</td>"
-                                  for k in KINDS)
-                        + f"<td class=\"{_KIND_CLASS[kind(latest)]}\">{_e(latest)}<br><small>{_e(over)}</small>"
-                          "</td></tr>")
+                                  for k in KINDS) + "</tr>")
         out.append("<div class=\"table\"><table><thead><tr>" + head + "</tr></thead><tbody>" + "".join(body)
                    + "</tbody></table></div>")
     for c in drawn:
