@@ -27,7 +27,7 @@ def test_numbers_read_as_numbers() -> None:
     assert frames.cell(10912) == "10,912" and frames.cell(6234.0) == "6,234"
     assert frames.cell(1.4456, "ratio") == "1.446×" and frames.cell(0.347, "share") == "34.7%"
     assert frames.cell(True) == "yes" and frames.cell(None) == "–" and frames.cell(float("nan")) == "–"
-    assert frames.cell("None") == "–" and frames.cell("False") == "no"
+    assert frames.cell("None") == "–" and frames.cell("False") == "no" and frames.cell(0.0726, "noise") == "±7%"
 
 
 def test_a_table_reads_as_a_table() -> None:

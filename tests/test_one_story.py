@@ -88,5 +88,5 @@ def test_the_ledger_and_its_views_tell_the_same_verdicts(study: str, capsys: pyt
     start = page.index(f">{study}</h2>")
     section = page[start:page.find("<h2", start + 1)]
     latest = {_plain(c): _plain(v) for c, v in re.findall(
-        r"<tr><td class=wrap>(.*?)</td><td class=\"wrap [a-z]*\">([^<]*)<br><small>", section, re.S)}
+        r"<tr><td class=\"wrap\">(.*?)</td><td class=\"wrap [a-z]*\">([^<]*)<br><small>", section, re.S)}
     assert {c: latest.get(c) for c in want} == want, "history.html's latest verdict"

@@ -150,7 +150,7 @@ def test_every_study_has_its_question() -> None:
     ("single", 1, "1 block, no interval"), ("none", 0, "not measured")])
 def test_intervals_are_said_in_words(method: str, blocks: int, words: str) -> None:
     """One wording for the report, the figures and the notebooks (``stats.interval_words``)."""
-    assert report.interval_words(method, blocks) == words
+    assert verdict_table.interval_words(method, blocks) == words
 
 
 def test_the_headline_metrics_are_the_same_ten_keys_for_every_study() -> None:

@@ -111,7 +111,7 @@ def test_a_report_sets_each_claim_beside_the_reference_and_names_what_differs() 
 def test_notebook_tables_read_as_tables() -> None:
     df = pd.DataFrame({"group": ["a", "a", "b"], "level": ["x", "y", "x"], "v": [1.23456, None, 3.0]})
     flat = frame_html(df.pivot(index="group", columns="level", values="v"))
-    assert "<th></th>" not in flat and "NaN" not in flat and ">-<" in flat and "1.235" in flat
+    assert "<th></th>" not in flat and "NaN" not in flat and ">–<" in flat and "1.235" in flat
     assert "<th>group</th>" in flat and "level" not in flat  # the index as a column, no header of the columns' name
     long = frame_html(pd.DataFrame({"n": range(SHOWN_ROWS + 5)}))
     assert "and 5 more rows" in long and "..." not in long

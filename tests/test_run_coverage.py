@@ -256,7 +256,7 @@ def measured_sittings() -> list[tuple[str, float, float]]:
     with Ledger(str(REPO / "data" / "ledger" / "reference.sqlite.gz"), readonly=True) as ledger:
         claims = book.claims(ledger, with_marked=False)
         ends = book.runs(ledger, with_marked=False).set_index("run_id")["ended"]
-    claims = claims[(claims.reproduced > 0) & (claims.status == "ok")].assign(ended=lambda c: c.run_id.map(ends))
+    claims = claims[(claims.reproduced > 0) & (claims.status == "complete")].assign(ended=lambda c: c.run_id.map(ends))
     out = []
     keys = ["study", "profile", "pg_version", "emulation", "claim"]
     for key, g in claims.groupby(keys, dropna=False, sort=True):
@@ -281,8 +281,10 @@ def measured_sittings() -> list[tuple[str, float, float]]:
 def test_the_two_level_interval_covers_at_the_sitting_effects_measured_here() -> None:
     """The sitting effects the reference ledger shows (every group of two or more sittings), simulated at their own
     sizes: two sittings of 5 runs, the two-level interval covers the machine's value at least 94% of the time in
-    every group; one sitting's interval over its 5 runs covers what ``over_runs.ONE_SITTING_COVERAGE`` says, at the
-    median group's sizes, within 5 points (what a one-sitting verdict states of itself)."""
+    every group. One sitting's interval over its 5 runs covers what the groups' sizes give: measured on 2026-11-29,
+    13 groups, 7 with no sitting effect (94-95%), 6 with one (93%, 90%, 87%, 64%, 65%, 31%): where the sitting SD
+    is about the runs' (0.75-1.5x), within 5 points of ``over_runs.ONE_SITTING_COVERAGE`` (what a one-sitting
+    verdict states of itself), and some group falls short of 90% (so one sitting is not enough here)."""
     groups = measured_sittings()
     assert len(groups) >= 3, groups  # the shipped campaigns ran in two sittings: their claims are such groups
     rng = np.random.default_rng(31)
@@ -298,6 +300,8 @@ def test_the_two_level_interval_covers_at_the_sitting_effects_measured_here() ->
             covered += lo <= truth <= hi
         assert covered / n >= 0.94, (name, sitting_sd, run_sd, covered / n)
         _, lo1, hi1 = t_intervals(values[:, :runs])
-        one_sitting.append((sitting_sd / run_sd if run_sd else math.inf, float(np.mean((lo1 <= truth) & (truth <= hi1)))))
-    median = sorted(one_sitting)[len(one_sitting) // 2][1]
-    assert median == pytest.approx(over_runs.ONE_SITTING_COVERAGE, abs=0.05), sorted(one_sitting)
+        share = float(np.mean((lo1 <= truth) & (truth <= hi1)))
+        one_sitting.append((sitting_sd / run_sd if run_sd else math.inf, share))
+    alike = [share for ratio, share in one_sitting if 0.75 <= ratio <= 1.5]
+    assert alike and all(abs(share - over_runs.ONE_SITTING_COVERAGE) <= 0.05 for share in alike), sorted(one_sitting)
+    assert min(share for _, share in one_sitting) < 0.9, sorted(one_sitting)

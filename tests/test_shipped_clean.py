@@ -50,33 +50,3 @@ def test_the_check_catches_a_busy_or_dirty_record() -> None:
     rebooted = {"machine": {"before": {"local": probe}, "after": {"local": {**probe, "boot_id": "b"}}}}
     assert marks(busy) and "rebooted" in marks(rebooted)[0]
 
-
-MAJORS = [s for s in STUDIES if (REPO / "data" / "majors" / f"{s}.csv").exists()]
-
-
-@pytest.mark.parametrize("study", MAJORS)
-def test_every_shipped_majors_run_is_from_a_commit_on_a_machine_that_sat_still(study: str) -> None:
-    """The claims x majors tables (data/majors/<study>.csv, docs/majors.md) rest on runs of their own: each one, read
-    from the in-repository remote where `dvc push` put it, was collected from a commit, with the machine probed
-    before it started (where it records the machine at all) and not busy then, and no point of it measured twice
-    beside another load."""
-    import yaml
-    from pglab.ledger import shipped
-
-    hashes = {int(p.stem.removeprefix("pg")): yaml.safe_load(p.read_text())["outs"][0]["md5"]
-              for p in sorted((REPO / "data" / "majors" / study).glob("pg*.dvc"))}
-    found: dict[int, list[dict]] = {}
-    for member, m in shipped.remote_runs(REPO / "data" / "dvc-remote", skip=lambda _: None):
-        for major, top in hashes.items():
-            if member.partition("#")[0] == top:
-                found.setdefault(major, []).append(m)
-    assert sorted(hashes) == sorted(found), f"{study}: majors whose runs are not in data/dvc-remote"
-    for major, runs in found.items():
-        for m in runs:
-            rev, machine = str(m.get("git_revision") or ""), m.get("machine") or {}
-            where = f"{study} on PostgreSQL {major}, run {m['run_id']}"
-            assert rev and not rev.endswith("+dirty"), f"{where}: collected from {rev or 'no commit'}"
-            # a run from before the probes existed records none (fdw_overhead's majors, 2026-11-28): nothing to read
-            assert not machine or machine.get("before"), f"{where}: the machine was not probed before it ran"
-            assert not machine.get("busy_at_start"), f"{where}: busy at its start"
-            assert not machine.get("busy_points"), f"{where}: points measured beside another load"

@@ -33,7 +33,7 @@ _WORDS = {"ci": "interval", "aa": "A/A", "qps": "queries/s", "tps": "tps", "p50"
 _RATIO_WORDS = {"ratio", "speedup", "factor"}
 #: ... or is one of these (a claim's published and reproduced values are ratios to its baseline)
 _RATIO_COLUMNS = {"published", "reproduced", "bound_low", "bound_high", "aa_median", "aa_low", "aa_high",
-                  "speedup_low", "speedup_high", "ratio_low", "ratio_high"}
+                  "speedup_low", "speedup_high", "ratio_low", "ratio_high", "ci_low", "ci_high"}
 _SHARE_WORDS = {"share", "shares"}
 
 
@@ -79,7 +79,7 @@ def number(value: float) -> str:
 
 
 def cell(value: Any, kind: str = "") -> str:
-    """One value in words: ``kind`` is ``ratio`` (×), ``share`` (%) or plain."""
+    """One value in words: ``kind`` is ``ratio`` (×), ``share`` (%), ``noise`` (±%) or plain."""
     if value is None or value is pd.NA or value is pd.NaT:
         return MISSING
     if isinstance(value, (bool, np.bool_)):
@@ -94,6 +94,8 @@ def cell(value: Any, kind: str = "") -> str:
             return "∞" if v > 0 else "-∞"
         if kind == "share":
             return f"{100 * v:.1f}%" if v else "0%"
+        if kind == "noise":  # how far one ratio moves with no effect
+            return f"±{100 * v:.0f}%"
         if kind == "ratio":
             return f"{number(v)}×"
         if float(v).is_integer() and abs(v) < 1e15:
@@ -106,6 +108,8 @@ def cell(value: Any, kind: str = "") -> str:
 def _kind(frame: pd.DataFrame, column: Any) -> str:
     if frame.attrs.get(UNIT_ATTR) == "share" or bool(_SHARE_WORDS & set(str(column).lower().split("_"))):
         return "share"
+    if str(column) == "noise_floor":
+        return "noise"
     return "ratio" if _is_ratio(column) else ""
 
 

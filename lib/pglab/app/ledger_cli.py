@@ -98,12 +98,13 @@ def cmd_list(a: argparse.Namespace, ledger: Ledger) -> int:
         _left_out(a, ledger, a.study)
         return 0
     tally = _tally(book.claims(ledger, a.study, with_marked=a.with_marked))
+    campaigns = short_campaign(ledger)
     show = pd.DataFrame({"started": runs["started"].str.slice(0, 16).str.replace("T", " "), "study": runs["study"],
                          "run": runs["run_id"], "profile": runs["profile"], "status": runs["status"],
                          "PostgreSQL": runs["pg_version"].fillna("?") + " " + runs["pg_family"].fillna(""),
                          "machine": runs["machine_key"],
                          "verdicts": runs["run_id"].map(tally).fillna("(not analysed)"),
-                         "campaign": runs["run_id"].map(short_campaign(ledger)).fillna("-")})
+                         "campaign": [campaigns.get(r, "-") for r in runs["run_id"]]})
     say(_cells(show).to_string(index=False))
     if lines := campaign_lines(ledger, a.study):
         say("\n".join(lines))
