@@ -65,8 +65,8 @@ def _pulled(stage: str, marker: str, what: str, studies: tuple[str, ...]) -> Non
         missing = [s for s in studies if not (REPO / marker.format(s=s)).exists()]
         if missing:
             dvc = Path(sys.executable).parent / "dvc"
-            subprocess.run([str(dvc), "pull", "-q", *(f"{stage}@{s}" for s in missing)], cwd=REPO, check=True,
-                           timeout=600, capture_output=True)
+            targets = [f"{stage}@{s}" if s else stage for s in missing]  # "": a stage of its own (no foreach)
+            subprocess.run([str(dvc), "pull", "-q", *targets], cwd=REPO, check=True, timeout=600, capture_output=True)
     for s in studies:
         assert (REPO / marker.format(s=s)).exists(), f"dvc pull did not restore {what} of {s}"
 
@@ -74,6 +74,12 @@ def _pulled(stage: str, marker: str, what: str, studies: tuple[str, ...]) -> Non
 def pulled_runs(*studies: str) -> None:
     """The shipped runs of ``studies`` in data/raw (`dvc pull` from the in-repo remote on a fresh clone)."""
     _pulled("collect", "data/raw/{s}/manifest.json", "the run", studies)
+
+
+def pulled_pages() -> None:
+    """reports/index.html and reports/history.html: the report_index and history stages' outputs."""
+    _pulled("report_index", "reports/index.html", "the index", ("",))
+    _pulled("history", "reports/history.html", "the history page", ("",))
 
 
 def pulled_analyses(*studies: str) -> None:

@@ -17,7 +17,7 @@ from collections import Counter
 
 import pandas as pd
 import pytest
-from conftest import REPO, pulled_analyses
+from conftest import REPO, pulled_analyses, pulled_pages
 from pglab.app import cli
 from pglab.ledger import book
 from pglab.ledger.backend import Ledger
@@ -34,6 +34,7 @@ def _plain(text: str) -> str:
 
 def shipped(study: str) -> tuple[str, dict[str, str]]:
     pulled_analyses(study)
+    pulled_pages()
     comparison = pd.read_csv(REPO / "data" / "derived" / study / "comparison.csv")
     run_id = json.loads((REPO / "data" / "raw" / study / "manifest.json").read_text())["run_id"]
     return run_id, dict(zip(comparison.claim.astype(str), comparison.verdict.astype(str), strict=True))
