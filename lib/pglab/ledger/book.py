@@ -74,20 +74,28 @@ def add_analysis(ledger: Ledger, run_id: str, derived: str | Path, *, analysed_a
                                   "code_revision": code_revision, "n_points": len(p), "n_claims": len(c)}, p, c)
 
 
+def _kept(ledger: Ledger, table: str, key: str, row: dict[str, Any], merging: bool) -> str | None:
+    """``same`` when ``table`` holds this very analysis (``digest``; merging, the later time and revision of the two
+    kept), ``older`` when it holds a newer one, None when ``row`` is to replace what it holds: the one rule that
+    makes adding idempotent and merging order-free, for a run's analysis and a campaign's alike."""
+    old = ledger.query(f"SELECT digest, analysed_at, code_revision FROM {table} WHERE {key} = ?", (row[key],))
+    if old and old[0][0] == row["digest"]:
+        if merging and (row["analysed_at"], row["code_revision"] or "") > (old[0][1], old[0][2] or ""):
+            ledger.execute(f"UPDATE {table} SET analysed_at = ?, code_revision = ? WHERE {key} = ?",
+                           (row["analysed_at"], row["code_revision"], row[key]))
+        return "same"
+    if old and (old[0][1], old[0][0]) > (row["analysed_at"], row["digest"]):
+        return "older"
+    return None
+
+
 def _put_analysis(ledger: Ledger, analysis: dict[str, Any], p: list[dict[str, Any]], c: list[dict[str, Any]],
                   merging: bool = False) -> str:
     """The analysis, unless the ledger has the same one or a newer one. Merging, the same analysis made at two
     times keeps the later time (and revision), so that two ledgers merge to one result in either order."""
     run_id = analysis["run_id"]
-    old = ledger.query("SELECT digest, analysed_at, code_revision FROM analyses WHERE run_id = ?", (run_id,))
-    if old and old[0][0] == analysis["digest"]:
-        mine, theirs = (old[0][1], old[0][2] or ""), (analysis["analysed_at"], analysis["code_revision"] or "")
-        if merging and theirs > mine:
-            ledger.execute("UPDATE analyses SET analysed_at = ?, code_revision = ? WHERE run_id = ?",
-                           (analysis["analysed_at"], analysis["code_revision"], run_id))
-        return "same"
-    if old and (old[0][1], old[0][0]) > (analysis["analysed_at"], analysis["digest"]):
-        return "older"
+    if kept := _kept(ledger, "analyses", "run_id", analysis, merging):
+        return kept
     ledger.execute("DELETE FROM points WHERE run_id = ?", (run_id,))
     ledger.execute("DELETE FROM claims WHERE run_id = ?", (run_id,))
     _insert(ledger, "analyses", [analysis], replace=True)
@@ -126,14 +134,8 @@ def add_campaign(ledger: Ledger, top: str | Path, derived: str | Path, *, analys
 def _put_campaign(ledger: Ledger, row: dict[str, Any], claims: list[dict[str, Any]], merging: bool = False) -> str:
     """As ``_put_analysis``: the same verdicts again change nothing, a newer analysis replaces an older one."""
     key = row["campaign_id"]
-    old = ledger.query("SELECT digest, analysed_at, code_revision FROM campaigns WHERE campaign_id = ?", (key,))
-    if old and old[0][0] == row["digest"]:
-        if merging and (row["analysed_at"], row["code_revision"] or "") > (old[0][1], old[0][2] or ""):
-            ledger.execute("UPDATE campaigns SET analysed_at = ?, code_revision = ? WHERE campaign_id = ?",
-                           (row["analysed_at"], row["code_revision"], key))
-        return "same"
-    if old and (old[0][1], old[0][0]) > (row["analysed_at"], row["digest"]):
-        return "older"
+    if kept := _kept(ledger, "campaigns", "campaign_id", row, merging):
+        return kept
     ledger.execute("DELETE FROM campaign_claims WHERE campaign_id = ?", (key,))
     _insert(ledger, "campaigns", [row], replace=True)
     _insert(ledger, "campaign_claims", claims)
