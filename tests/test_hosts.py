@@ -15,6 +15,7 @@ import pytest
 from pglab.errors import ProcessError, UserError
 from pglab.hosts.base import Host, outside_ephemeral
 from pglab.hosts.inventory import HostEntry
+from pglab.hosts.local import LocalHost
 from pglab.hosts.ssh import SSHHost, learned_host_keys
 
 
@@ -165,6 +166,30 @@ def test_ports_are_drawn_outside_the_ephemeral_range() -> None:
     assert outside_ephemeral(32760, 32780, "32768\t60999") == list(range(32760, 32768))
     assert outside_ephemeral(40000, 40010, "32768 60999") == list(range(40000, 40010))
     assert outside_ephemeral(100, 105, "") == list(range(100, 105))
+
+
+def test_a_port_chosen_by_another_process_is_not_drawn_until_its_claim_lapses(tmp_path, monkeypatch) -> None:
+    """Two processes that choose ports before either server binds must not choose the same one (CI saw a
+    postmaster fail with "Address already in use"): a live process's claim keeps its port out of every
+    other draw; a dead process's claim does not."""
+    import subprocess
+    import sys
+
+    from pglab.hosts import port_claims
+
+    monkeypatch.setenv("PGLAB_PORT_CLAIMS", str(tmp_path))
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (tmp_path / "30001").write_text(str(other.pid))  # a live process chose 30001
+        assert not port_claims.claim(30001)
+        assert {LocalHost().free_port(30000, 30003) for _ in range(2)} == {30000, 30002}
+        with pytest.raises(UserError, match="no free port"):
+            LocalHost().free_port(30000, 30003)  # 30000 and 30002 are this process's, 30001 the other's
+    finally:
+        other.kill()
+        other.wait()
+    assert port_claims.claim(30001)  # its claimer is gone
+    assert (tmp_path / "30001").read_text() == str(os.getpid())
 
 
 def test_a_tunnel_outlives_a_channel_that_did_not_open(sshd_server) -> None:

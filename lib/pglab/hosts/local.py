@@ -13,6 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from pglab.hosts import port_claims
 from pglab.hosts.base import Host, _open_private
 
 
@@ -94,7 +95,7 @@ class LocalHost(Host):
                 s.bind(("127.0.0.1", port))
             except OSError:
                 return False
-        return True
+        return port_claims.claim(port)  # another process may have chosen it and not yet bound it
 
 
 def _kill_group(pid: int) -> None:

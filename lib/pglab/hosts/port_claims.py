@@ -1,0 +1,58 @@
+"""Ports claimed on this machine between their choice and the server's bind.
+
+A free port is only free until someone binds it: two processes (two pytest workers, two runs) that pick
+the same port before either server starts both see it free, and the second postmaster fails with
+"Address already in use" (CI saw it on a logical-replication test). A claim is a file named for the port,
+made with O_EXCL, holding the claimer's pid; it stands while that process lives and for ``CLAIM_S``
+seconds, long enough for the initdb and start that follow, after which the listening socket itself
+keeps the port out of ``free_port``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+CLAIM_S = 900.0
+
+
+def claims_dir() -> Path:
+    """One place for every process on the machine: not $TMPDIR, which two processes may set apart."""
+    path = Path(os.environ.get("PGLAB_PORT_CLAIMS") or "/tmp/pglab-port-claims")
+    path.mkdir(mode=0o1777, parents=True, exist_ok=True)
+    return path
+
+
+def _stale(path: Path) -> bool:
+    try:
+        pid = int(path.read_text().strip() or 0)
+        age = time.time() - path.stat().st_mtime
+    except (OSError, ValueError):
+        return True
+    if age > CLAIM_S:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def claim(port: int) -> bool:
+    """True when this process now holds ``port``'s claim; False when a live process holds it."""
+    path = claims_dir() / str(port)
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            if not _stale(path):
+                return False
+            path.unlink(missing_ok=True)  # a dead or old claim: take it over once
+            continue
+        with os.fdopen(fd, "w") as out:
+            out.write(str(os.getpid()))
+        return True
+    return False
