@@ -51,11 +51,6 @@ def test_the_check_catches_a_busy_or_dirty_record() -> None:
     assert marks(busy) and "rebooted" in marks(rebooted)[0]
 
 
-
-#: shipped majors tables not yet re-collected alone (docs/majors.md, "Not there yet"): their runs predate the machine
-#: probes and some record a tree with uncommitted changes; the last test checks that they still fail the rule, so
-#: that this list cannot outlive the re-collect (`make majors STUDY=fdw_overhead PROFILE=majors`, then ship)
-NOT_RECOLLECTED = {"fdw_overhead"}
 MAJORS = [s for s in STUDIES if (REPO / "data" / "majors" / f"{s}.csv").exists()]
 
 
@@ -87,16 +82,10 @@ def majors_problems(study: str) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("study", [s for s in MAJORS if s not in NOT_RECOLLECTED])
+@pytest.mark.parametrize("study", MAJORS)
 def test_every_shipped_majors_run_is_from_a_commit_on_a_machine_that_sat_still(study: str) -> None:
     """The claims x majors tables (data/majors/<study>.csv, docs/majors.md) rest on runs of their own: each one, read
     from the in-repository remote where `dvc push` put it, was collected from a commit, with the machine probed
     before it started (where it records the machine at all) and not busy then, and no point of it measured twice
     beside another load."""
     assert not majors_problems(study)
-
-
-@pytest.mark.parametrize("study", sorted(NOT_RECOLLECTED))
-def test_a_majors_table_not_yet_recollected_still_breaks_the_rule(study: str) -> None:
-    """The exemption above is true: once its runs are re-collected and shipped, this fails until it is removed."""
-    assert majors_problems(study)
