@@ -20,8 +20,8 @@ reference: setup
 	@python -m pglab.app.cli ledger import-dvc --reanalyse --ledger data/ledger/reference.sqlite.gz
 	@python -m pglab.app.cli ledger add --ledger data/ledger/reference.sqlite.gz
 	dvc repro history
-	@python -m pglab.app.summary
-	@python -m pglab.app.docs_verdicts
+	@python -m pglab.views.summary
+	@python -m pglab.views.docs_verdicts
 
 ## make majors [STUDY=fdw_overhead] [PROFILE=quick]: one study on PostgreSQL 13 to 18 (the registry's builds, fetched
 ## once), each major archived in yours/majors/pg<major>/, then yours/reports/majors_<study>.html (claims x majors)
@@ -31,7 +31,7 @@ majors: setup
 
 ## make docs: each study's docs page gets the verdicts of the run in data/ (after `dvc pull` or `make repro`)
 docs: setup
-	python -m pglab.app.docs_verdicts
+	python -m pglab.views.docs_verdicts
 
 ## make test: unit, integration (real servers, real sshd), nbval on the notebooks
 test: setup

@@ -1,4 +1,4 @@
-"""Comparable or refused: `pglab compare` and pglab.app.comparable on real run manifests (no server is started)."""
+"""Comparable or refused: `pglab compare` and pglab.analysis.comparable on real run manifests (no server is started)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,12 @@ from typing import Any
 import pandas as pd
 import pytest
 from conftest import REPO, pulled_runs
-from pglab.app import comparable, notebook, side_by_side
+from pglab.analysis import comparable
+from pglab.analysis.comparable import MISSING, NOTE, REFUSE
+from pglab.app import notebook
 from pglab.app.cli import main
-from pglab.app.comparable import MISSING, NOTE, REFUSE
 from pglab.errors import NotComparableError
+from pglab.views import side_by_side
 
 RUN = REPO / "data" / "raw" / "synchronous_commit"
 STUDY = "synchronous_commit"

@@ -322,7 +322,7 @@ def test_a_fresh_clone_regenerates_every_figure_from_the_shipped_runs(pulled: Pa
     for study in STUDIES:
         assert f"Running stage 'analyze@{study}'" in out and f"Running stage 'collect@{study}'" not in out
     assert same_outputs(clone, shipped, tmp_path)  # tables, figures, executed notebooks, reports byte-identical
-    sh(clone, "python", "-m", "pglab.app.report", "--index")  # dvc restores the index from its cache: made anew
+    sh(clone, "python", "-m", "pglab.views.report", "--index")  # dvc restores the index from its cache: made anew
     assert same_outputs(clone, shipped, tmp_path)
     assert "Running stage" not in sh(clone, "dvc", "repro")
     sh(clone, "dvc", "metrics", "diff")
@@ -378,7 +378,7 @@ def test_every_shipped_report_opens_offline_with_its_verdicts_first(pulled: Path
 def test_every_shipped_verdict_follows_its_stated_rule_and_the_docs_show_it(pulled: Path) -> None:
     """What a reader does to trust a verdict without pglab's code: recompute it from comparison.csv's own
     columns (tests/verdicts.py); and each study's docs page shows exactly those verdicts (generated)."""
-    from pglab.app import docs_verdicts
+    from pglab.views import docs_verdicts
     from verdicts import mismatches
 
     for study in STUDIES:

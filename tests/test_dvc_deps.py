@@ -30,12 +30,12 @@ ROOTS = {
     # `python -m pglab.app.collect <study>` loads the study's params model and runs its collect module
     "collect": ("pglab.app.collect", "pglab.studies.{study}.collect", "pglab.studies.{study}.params"),
     # the analyze stage runs the notebook (its own imports, and pglab.app.notebook, which loads the study's params
-    # and analyze modules), then `python -m pglab.app.report <study>`, which reads the study's declaration
+    # and analyze modules), then `python -m pglab.views.report <study>`, which reads the study's declaration
     "analyze": ("pglab.app.notebook", "pglab.studies.{study}.analyze", "pglab.studies.{study}.params",
                 "pglab.app.notebook_run", "pglab.studies.{study}.declaration"),
 }
 # the stages after the analyses: their module, and whether it reads every study's declaration (its question)
-SINGLE = {"history": ("pglab.app.history", True), "report_index": ("pglab.app.report", True)}
+SINGLE = {"history": ("pglab.views.history", True), "report_index": ("pglab.views.report", True)}
 
 
 def stages() -> dict:
@@ -130,7 +130,7 @@ def test_collect_imports_no_parser_lab_cli_or_analysis(study: str) -> None:
                   "pglab/parsers/text.py"} if "pglab/workloads/adaptive.py" in names else set()
     others = tuple(f"pglab/studies/{s}/" for s in STUDIES if s != study)
     for forbidden in ("pglab/parsers/", "pglab/hosts/lab/", "pglab/analysis/", "pglab/app/cli.py",
-                      "pglab/app/notebook.py", "pglab/app/report.py", f"pglab/studies/{study}/analyze.py",
+                      "pglab/app/notebook.py", "pglab/views/report.py", f"pglab/studies/{study}/analyze.py",
                       f"pglab/studies/{study}/declaration.py", *others):
         assert not any(n.startswith(forbidden) for n in names - first_look), (study, forbidden)
 
@@ -154,7 +154,8 @@ AT_RUN_TIME = {
         module({study!r}, "collect")""",
     "analyze": """
         {notebook}
-        from pglab.app import notebook, report
+        from pglab.app import notebook
+        from pglab.views import report
         from pglab.studies import module
         module({study!r}, "params"), module({study!r}, "analyze")
         assert report.question({study!r})""",

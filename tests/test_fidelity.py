@@ -1,4 +1,4 @@
-"""How close the emulation came (pglab.analysis.fidelity, pglab.app.fidelity_html): synthetic frames, no servers."""
+"""How close the emulation came (pglab.analysis.fidelity, pglab.views.fidelity_html): synthetic frames, no servers."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 from pglab.analysis import fidelity
-from pglab.app import fidelity_html, report_notebook
+from pglab.views import fidelity_html, report_notebook
 
 OFF, ON, LOCAL, REMOTE = "off @ 10 clients", "on @ 20 clients", "local @ 20 clients", "remote @ 5 clients"
 ARTICLE = pd.DataFrame({"point": [ON, OFF, LOCAL, REMOTE], "unit": "tps", "article": [254.0, 6247.4, 3000.0, 100.0]})

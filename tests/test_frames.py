@@ -8,7 +8,7 @@ import re
 import pandas as pd
 import pytest
 from pglab.analysis import waits
-from pglab.app import frames, majors_table, verdict_table
+from pglab.views import frames, majors_table, verdict_table
 
 
 @pytest.mark.parametrize(("column", "words"), [

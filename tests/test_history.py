@@ -1,4 +1,4 @@
-"""reports/history.html (pglab.app.history): every run of the ledger on one offline page, claim by claim.
+"""reports/history.html (pglab.views.history): every run of the ledger on one offline page, claim by claim.
 
 The ledger is the pipeline's five runs (data/raw, data/derived: `dvc pull`) and synthetic runs of one study on
 two other machines and PostgreSQL builds, one of them with hostile text where a manifest or an analysis has
@@ -18,11 +18,11 @@ import pandas as pd
 import pytest
 from browser import open_page
 from conftest import REPO, pulled_analyses
-from pglab.app import history, report
 from pglab.ledger import book, shipped
 from pglab.ledger.backend import Ledger
 from pglab.runs import campaign
 from pglab.studies import STUDIES
+from pglab.views import history, report
 
 HOSTILE_CLAIM = "<script>alert(1)</script> FDW is $2x$ faster & free"
 HOSTILE_CPU = "<img src=x onerror=alert(2)>"

@@ -19,7 +19,7 @@ import pytest
 from browser import open_page
 from conftest import REPO, pulled_runs
 from markdown_it import MarkdownIt
-from pglab.app import report, report_notebook
+from pglab.views import report, report_notebook
 
 PROVIDER = ('![p](http://x.invalid/a.png) [docs](http://x.invalid/d) <img src="http://x.invalid/r.png"> '
             '<meta http-equiv="refresh" content="0;url=http://x.invalid/m"> '
@@ -67,7 +67,7 @@ def hostile_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
                           "-p", "figures_root", str(root / "figures")],
                          cwd=REPO, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
-    res = subprocess.run([sys.executable, "-m", "pglab.app.report", "cloud_providers", "--root", str(root)],
+    res = subprocess.run([sys.executable, "-m", "pglab.views.report", "cloud_providers", "--root", str(root)],
                          cwd=REPO, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     return root

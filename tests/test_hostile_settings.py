@@ -83,7 +83,7 @@ def test_settings_that_run_code_need_the_profile_to_say_so(tmp_path: Path, capsy
 
 
 def test_the_report_names_an_allowed_command_setting() -> None:
-    from pglab.app.where_ran import allowed_html
+    from pglab.views.where_ran import allowed_html
 
     given = {"levels": ["on", "off"], "clients": [1], "allow_command_settings": ["archive_command"],
              "server_settings": {"archive_command": "cp %p /a/%f", "work_mem": "4MB"}}

@@ -135,6 +135,37 @@ def test_only_the_registry_imports_by_string() -> None:
     assert imports_by_string(REGISTRY), "the registry's import by string is not seen: the check sees nothing"
 
 
+#: what decides a verdict (the analysis's rules, over one run's blocks or over a campaign's runs): the views tell
+#: verdicts and never call these, so no view can tell a story of its own
+DECIDES = {"claims": {"verdict", "comparison_row", "ordering_row", "order_verdict", "is_open", "comparison_frame"},
+           "over_runs": {"rule_verdict", "decide", "decide_many", "decide_sittings", "claim_row", "comparison"}}
+
+
+def verdicts_decided(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+                node.attr in DECIDES.get(node.value.id, ()):
+            found.append(f"line {node.lineno}: {node.value.id}.{node.attr}")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").rsplit(".", 1)[-1] in DECIDES:
+            found += [f"line {node.lineno}: from {node.module} import {a.name}" for a in node.names
+                      if a.name in DECIDES[(node.module or "").rsplit(".", 1)[-1]]]
+    return found
+
+
+def test_no_view_decides_a_verdict(tmp_path: Path) -> None:
+    """Every page, table and printed summary is drawn by ``pglab.views`` from verdicts the analysis or the ledger
+    keep; a view that decided one itself (as history.html once did from each run's few blocks) would tell its own
+    story. The commands (``pglab.app``) may compute verdicts over runs a user groups and hand them to a view."""
+    views = LIB / "pglab" / "views"
+    found = {p.name: hits for p in sorted(views.rglob("*.py")) if (hits := verdicts_decided(p))}
+    assert not found, f"views that decide verdicts: {found}"
+    bad = tmp_path / "v.py"
+    bad.write_text("from pglab.analysis.over_runs import comparison\nfrom pglab.analysis import claims\n"
+                   "x = claims.verdict(1, 2, None)\n")
+    assert len(verdicts_decided(bad)) == 2, "the check sees nothing"
+
+
 def test_the_checks_would_fail(tmp_path: Path) -> None:
     """Each rule catches what it is for: a lazy importlib call, ``__import__``, another study's module."""
     src = tmp_path / "m.py"

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pglab.app.where_ran import machine_html
 from pglab.hosts import machine_state, run_account
 from pglab.hosts.local import LocalHost
+from pglab.views.where_ran import machine_html
 from pglab.workloads import cpu
 
 REPO = Path(__file__).resolve().parents[1]

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import postgres_pids
-from pglab.analysis import build_family
-from pglab.app import build_aa, comparable, majors
+from pglab.analysis import build_family, comparable
+from pglab.app import build_aa, majors
 from pglab.errors import ParameterError
 from pglab.hosts import build_copy, builds
 from pglab.hosts.inventory import Inventory

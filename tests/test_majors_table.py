@@ -1,4 +1,4 @@
-"""A study's claims x PostgreSQL majors (pglab.app.majors_table): read from each major's analysed run, drawn into
+"""A study's claims x PostgreSQL majors (pglab.views.majors_table): read from each major's analysed run, drawn into
 the study report, shipped as data/majors/<study>.csv beside the runs it rests on (no servers: the shipped runs)."""
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import REPO
-from pglab.app import majors, majors_table, report, report_notebook
+from pglab.app import majors
 from pglab.errors import UserError
 from pglab.hosts import builds
 from pglab.ledger import shipped
+from pglab.views import majors_table, report, report_notebook
 
 SHIPPED = ("fdw_overhead", "synchronous_commit")  # issue 37: at least these two, on all six majors
 
@@ -136,7 +137,7 @@ def test_the_study_report_shows_its_majors(tmp_path: Path) -> None:
 
 def test_the_docs_page_gets_the_table_in_its_generated_block(tmp_path: Path) -> None:
     """docs_verdicts writes the claims x majors table into the study page's block; `--check` then sees it."""
-    from pglab.app import docs_verdicts
+    from pglab.views import docs_verdicts
 
     study = "fdw_overhead"
     if not (REPO / "data/raw" / study / "manifest.json").exists():

@@ -4,8 +4,8 @@ Why: the same campaign once read "2 held, 2 did not hold, 1 open" in its report 
 the ledger and history.html, which showed each run's own verdict over its few blocks. A campaign's verdicts are now
 stored in the ledger as the campaign's (``pglab.ledger.book.campaigns``), and every view reads them there or from
 the analysis that wrote them. This test walks each view of each shipped study (the report, the index, the docs
-page's generated block, ``dvc metrics``, the reference ledger, ``pglab ledger show`` and history.html) and compares
-each claim's verdict with ``data/derived/<study>/comparison.csv``.
+page's generated block, ``dvc metrics``, the reference ledger, ``pglab ledger show`` and ``compare``, and
+history.html) and compares each claim's verdict with ``data/derived/<study>/comparison.csv``.
 """
 
 from __future__ import annotations
@@ -84,6 +84,12 @@ def test_the_ledger_and_its_views_tell_the_same_verdicts(study: str, capsys: pyt
         told = f"  {claim}: {verdict}" if is_campaign else None
         assert (told in shown) if told else re.search(re.escape(claim) + r".*" + re.escape(verdict), shown), \
             ("pglab ledger show", claim)
+
+    if is_campaign:  # compare puts the campaign's stored verdicts beside the runs it groups
+        assert cli.main(["ledger", "compare", study, "--ledger", str(REFERENCE)]) == 0
+        compared = capsys.readouterr().out
+        for claim, verdict in want.items():
+            assert f"  {claim}: {verdict}" in compared, ("pglab ledger compare", claim)
 
     page = (REPO / "reports" / "history.html").read_text(encoding="utf-8")
     start = page.index(f">{study}</h2>")

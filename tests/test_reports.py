@@ -1,4 +1,4 @@
-"""Reports (pglab.app.report): the executed notebook made repeatable, the verdicts first, every image
+"""Reports (pglab.views.report): the executed notebook made repeatable, the verdicts first, every image
 embedded, and the browser check that would see a request to another host. The shipped reports are
 opened in Chromium by test_dvc.py (on its fresh clone)."""
 
@@ -21,9 +21,9 @@ import pandas as pd
 import pytest
 from browser import open_page
 from conftest import REPO, pulled_analyses
-from pglab.app import report, report_notebook, takeaway, verdict_table
 from pglab.runs import record
 from pglab.studies import STUDIES
+from pglab.views import report, report_notebook, takeaway, verdict_table
 
 MANIFEST: dict[str, Any] = {
     "run_id": "20260101T000000Z-abcdef", "profile": "quick", "status": "complete", "start": "2026-01-01T00:00:00",

@@ -16,10 +16,11 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import pulled_analyses
-from pglab.app import beside, repro
-from pglab.app.frames import SHOWN_ROWS, frame_html
+from pglab.app import repro
 from pglab.runs import progress
 from pglab.runs.record import read
+from pglab.views import beside
+from pglab.views.frames import SHOWN_ROWS, frame_html
 
 REPO = Path(__file__).resolve().parents[1]
 STUDY = "cloud_providers"  # its smoke profile, pgbench only: 3 points of 2 s
@@ -120,7 +121,7 @@ def test_notebook_tables_read_as_tables() -> None:
 def test_the_estimate_comes_from_the_shipped_run() -> None:
     pulled_analyses(STUDY)
     from pglab.app.collect import load_params
-    from pglab.app.summary import costs, published
+    from pglab.views.summary import costs, published
 
     name, p, _ = load_params(STUDY, None, None)
     e = repro.estimate(STUDY, name, p, REPO)

@@ -227,7 +227,7 @@ def test_analyses_read_study_parameters_only_through_the_record() -> None:
     """No analysis, notebook helper or report reads ``manifest["parameters"]`` by key with a copied default."""
     lib = REPO / "lib" / "pglab"
     files = [*lib.glob("studies/*/analyze.py"), *lib.glob("analysis/*.py"), lib / "app" / "notebook.py",
-             *lib.glob("app/report*.py")]
+             *lib.glob("views/*.py")]
     for f in files:
         text = f.read_text()
         for needle in ('["parameters"]', 'get("parameters"', "['parameters']"):
@@ -242,7 +242,7 @@ def test_the_analysis_imports_no_host_code(study: str) -> None:
     """What the analyze stage runs (the notebook, the study's analyze and params, the report): not the host layer;
     nor the node layer, but for cloud_providers' model, which checks a connection string (``nodes.target``)."""
     files = closure("pglab.app.notebook", f"pglab.studies.{study}.analyze", f"pglab.studies.{study}.params",
-                    "pglab.app.report")
+                    "pglab.views.report")
     lower = sorted(str(p.relative_to(REPO / "lib")) for p in files if p.parent.name in ("hosts", "nodes")
                    or "/hosts/" in str(p))
     allowed = ["pglab/nodes/__init__.py", "pglab/nodes/target.py"] if study == "cloud_providers" else []

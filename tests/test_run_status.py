@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO, postgres_pids
+from pglab import exits
 from pglab.app import collect as app_collect
-from pglab.app import exits, notebook, notebook_collect
+from pglab.app import notebook, notebook_collect
 from pglab.errors import RunAborted, UserError, first_line
 from pglab.hosts.inventory import Inventory
 from pglab.runs import runs_index, sweep

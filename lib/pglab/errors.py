@@ -64,7 +64,7 @@ class PreflightError(UserError):
 
 
 class NotComparableError(UserError):
-    """Two runs differ in host facts, placement, tool versions or parameters (``pglab.app.comparable``).
+    """Two runs differ in host facts, placement, tool versions or parameters (``pglab.analysis.comparable``).
 
     ``differences`` holds every refuse-level difference; ``override`` names how to mix them anyway.
     """

@@ -16,7 +16,7 @@ from pglab.analysis import figures
 from pglab.workloads.waits import CSV
 
 #: a frame's ``attrs`` key naming what its numbers are: ``"share"`` (fractions of a whole) is shown as a
-#: percentage in every table a reader meets (``pglab.app.frames``)
+#: percentage in every table a reader meets (``pglab.views.frames``)
 UNIT_ATTR = "pglab_unit"
 
 CLIENT_TYPES = {"client backend"}

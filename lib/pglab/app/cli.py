@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pglab.app import exits
+from pglab import exits
 from pglab.errors import PglabError, UserError
 
 
@@ -92,8 +92,9 @@ def cmd_analyze(a: argparse.Namespace) -> int:
 
 def cmd_compare(a: argparse.Namespace) -> int:
     """The differences first; refused (exit 2) unless --allow-mixed, after the facts side by side, then the tables."""
-    from pglab.app import comparable, side_by_side
+    from pglab.analysis import comparable
     from pglab.runs.reading import load_manifest
+    from pglab.views import side_by_side
 
     runs = [comparable.find_run(a.data_root, r) for r in (a.run_a, a.run_b)]
     manifests = [load_manifest(r) for r in runs]

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pglab.app import exits
+from pglab import exits
 from pglab.errors import UserError
 from pglab.hosts.inventory import Inventory, load_inventory
 from pglab.runs import campaign, marks

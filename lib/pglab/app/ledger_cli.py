@@ -17,8 +17,8 @@ from typing import Any
 
 import pandas as pd
 
-from pglab.app.comparable import find_run
-from pglab.app.ledger_views import campaign_block, campaign_lines, decided_over, short_campaign
+from pglab.analysis import over_runs
+from pglab.analysis.comparable import find_run
 from pglab.app.spread import MIXED, OPPOSITE, STABLE, format_table, spread_table
 from pglab.errors import UserError
 from pglab.ledger import book, rows, shipped
@@ -28,6 +28,7 @@ from pglab.runs import campaign
 from pglab.runs.record import MANIFEST, RUN_FOLDER, ManifestError
 from pglab.runs.writing import git_revision
 from pglab.studies import STUDIES
+from pglab.views.ledger_views import campaign_block, campaign_lines, campaigns_within, decided_over, short_campaign
 
 LEDGER_HELP = (f"the ledger: a SQLite file (.gz: kept gzipped) or postgresql://user@host/db (default ${ENV}, else "
                "yours, <data-root>/ledger.sqlite, with the shipped runs of <data-root>/ledger/reference.sqlite.gz "
@@ -178,7 +179,10 @@ def cmd_compare(a: argparse.Namespace, ledger: Ledger) -> int:
         say(format_table(table, ids))
         counts = table["agreement"].value_counts()
         say(", ".join(f"{counts.get(k, 0)} {k}" for k in (STABLE, MIXED, OPPOSITE)) + " (verdicts over the runs)")
-        say(decided_over(frames, g))
+        for line in campaigns_within(ledger, ids):  # a stored campaign's verdicts, as its report tells them
+            say(line)
+        pooled = len(frames) >= 2 and "bound_low" in g
+        say(decided_over(over_runs.comparison(frames) if pooled else pd.DataFrame(), g, len(frames)))
     if groups.ngroups > 1:
         say(f"{groups.ngroups} groups of runs that differ in machine, PostgreSQL build, profile or emulation: "
               "compared side by side, never pooled")
@@ -300,7 +304,7 @@ def pipeline_output(path: Path) -> str | None:
 
 
 def cmd_history(a: argparse.Namespace, ledger: Ledger) -> int:
-    from pglab.app.history import write
+    from pglab.views.history import write
 
     say(f"history of {ledger.shown}: {write(ledger, Path(a.out), a.with_marked)}")
     return 0

@@ -20,10 +20,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from pglab.app import majors_table, notebook_run
+from pglab.app import notebook_run
 from pglab.app.repro import minutes
 from pglab.errors import UserError
 from pglab.hosts import builds
+from pglab.views import majors_table
 
 MAJORS = majors_table.MAJORS
 ROOT = Path("yours/majors")
@@ -131,7 +132,7 @@ def run(a: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pglab.app import exits
+    from pglab import exits
 
     ap = argparse.ArgumentParser(prog="pglab majors", description=__doc__.splitlines()[0])
     add_arguments(ap)

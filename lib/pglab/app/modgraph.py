@@ -14,10 +14,11 @@ from pathlib import Path
 #: the folder that holds the ``pglab`` package (``lib/`` of the checkout)
 LIB = Path(__file__).resolve().parents[2]
 #: the layers, lowest first: a module may import from its own layer and any before it (tests/test_layers.py);
-#: ``errors`` stands for the base, ``errors.py`` and ``userfiles.py``
+#: ``errors`` stands for the base, the modules of ``BASE`` (what goes wrong and how pglab exits, reading a user's
+#: file, ...)
 LAYERS = ("errors", "hosts", "nodes", "replication", "runs", "workloads", "parsers", "analysis", "studies", "ledger",
-          "app")
-BASE = ("errors", "userfiles", "emulated", "server_settings", "machine_rules")
+          "views", "app")
+BASE = ("errors", "exits", "userfiles", "emulated", "server_settings", "machine_rules")
 
 
 def module_file(name: str) -> Path | None:

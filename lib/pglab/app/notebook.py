@@ -63,7 +63,7 @@ def _tables_as_html() -> None:
     if shell is not None:
         import pandas as pd
 
-        from pglab.app.frames import frame_html
+        from pglab.views.frames import frame_html
 
         shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, frame_html)
 
@@ -229,7 +229,8 @@ def compare_runs(run_a: str | Path, run_b: str | Path, allow_mixed: bool = False
     ``allow_mixed``; the facts side by side are shown first all the same. In a notebook the tables are
     displayed (and None returned); elsewhere they are returned.
     """
-    from pglab.app import comparable, side_by_side
+    from pglab.analysis import comparable
+    from pglab.views import side_by_side
 
     root = repo_root()
     # a folder relative to the working directory or to the checkout (notebooks run in notebooks/), else a run id

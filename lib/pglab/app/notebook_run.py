@@ -14,10 +14,11 @@ import os
 import sys
 from pathlib import Path
 
-from pglab.app import exits, report
+from pglab import exits
 from pglab.app.paths import repo_root
 from pglab.errors import PglabError
 from pglab.studies import STUDIES
+from pglab.views import report
 
 
 def _kernels() -> type:

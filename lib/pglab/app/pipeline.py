@@ -55,10 +55,10 @@ STAGES = {
     # `python -m pglab.app.collect <study>` loads the study's params model and runs its collect module
     "collect": Runs(("pglab.app.collect",), parts=("params", "collect")),
     # `python -m pglab.app.notebook_run <study>`: papermill runs the notebook (pglab.app.notebook: the study's params
-    # and analyze modules), then pglab.app.report writes its report with the study's question
+    # and analyze modules), then pglab.views.report writes its report with the study's question
     "analyze": Runs(("pglab.app.notebook_run",), parts=("params", "analyze", "declaration"), notebook=True),
-    "history": Runs(("pglab.app.history",), every_study=("declaration",)),  # each study's question
-    "report_index": Runs(("pglab.app.report",), every_study=("declaration",)),
+    "history": Runs(("pglab.views.history",), every_study=("declaration",)),  # each study's question
+    "report_index": Runs(("pglab.views.report",), every_study=("declaration",)),
 }
 
 
@@ -192,7 +192,7 @@ def collect_stage() -> list[str]:
     return out
 
 
-#: a study's shipped claims x majors table, which its report shows (``pglab.app.majors_table``)
+#: a study's shipped claims x majors table, which its report shows (``pglab.views.majors_table``)
 MAJORS = "data/majors/{study}.csv"
 
 

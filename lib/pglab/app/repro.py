@@ -3,7 +3,7 @@
 Why not ``dvc repro --force``: that measures into the pipeline's own folders, so a user's run replaced the shipped
 one in data/raw/, rewrote dvc.lock and the git-tracked data/metrics/, and the docs generator then wrote it into
 the README. Here each study is measured (``pglab collect``: archived in data/runs/, copied to yours/data/raw/),
-analysed by its notebook into yours/ and reported beside the shipped run in data/ (``pglab.app.beside``), and no
+analysed by its notebook into yours/ and reported beside the shipped run in data/ (``pglab.views.beside``), and no
 tracked file changes. It says before starting what the whole will cost (from the shipped runs), where it is
 while it runs (study i of n, time left), warns when the machine was busy, and ends on the verdicts.
 """
@@ -19,13 +19,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pglab.app import beside, notebook_run, report
+from pglab.app import notebook_run
 from pglab.app.collect import load_params
 from pglab.app.paths import YOURS, YOURS_DATA, repo_root
-from pglab.app.summary import costs, published
 from pglab.errors import UserError
 from pglab.runs.reading import planned_points
 from pglab.studies import STUDIES, module
+from pglab.views import beside, report
+from pglab.views.summary import costs, published
 
 #: a study's analysis and report, on top of its collect (measured here: 6-40 s a notebook)
 ANALYSIS_S = 40.0
@@ -208,7 +209,7 @@ def cmd_repro(a: argparse.Namespace) -> int:
             failed[study] = f"analysis failed: {exc}"
             print(f"pglab: {study}: {failed[study]}", file=sys.stderr, flush=True)
     (YOURS / "reports" / "index.html").write_text(report.index_html(YOURS, root), encoding="utf-8")
-    subprocess.run([sys.executable, "-m", "pglab.app.history", "--out", str(YOURS / "reports" / "history.html")],
+    subprocess.run([sys.executable, "-m", "pglab.views.history", "--out", str(YOURS / "reports" / "history.html")],
                    check=False)
     print(closing(studies, failed, root, {s: w for s, w in warnings.items() if w}))
     print(f"\n{len(studies) - len(failed)} of {len(studies)} studies measured and reported in "

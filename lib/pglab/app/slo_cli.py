@@ -1,5 +1,5 @@
 """``pglab slo``: the command line of the rate-at-a-latency-target campaign (``pglab.app.slo_campaign``) and its
-analysis (``pglab.app.slo_report``)."""
+analysis (``pglab.views.slo_report``)."""
 
 from __future__ import annotations
 
@@ -73,9 +73,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(a: argparse.Namespace) -> int:
     from pglab.app import slo_ledger
     from pglab.app.slo_campaign import check, run_campaign
-    from pglab.app.slo_report import analyse
     from pglab.errors import UserError
     from pglab.ledger.backend import location
+    from pglab.views.slo_report import analyse
 
     if a.analyse:
         folder = Path(a.analyse)

@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from pglab.analysis import over_runs
-from pglab.app.comparable import check_comparable, find_run, mixing_message
+from pglab.analysis.comparable import check_comparable, find_run, mixing_message
 from pglab.app.paths import output_dir
 from pglab.errors import UserError
 from pglab.ledger.book import record

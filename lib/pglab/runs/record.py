@@ -6,7 +6,7 @@ what its manifest says becomes folder names (``pglab spread`` writes ``<out>/<ru
 (``plan.points``). So every reader goes through ``read`` (or ``bookkeeping``, what ``pglab cleanup`` needs):
 a manifest that is not JSON, not an object, lacks a key or has one of the wrong type, names its run or
 study with anything but a plain id, or sits in a folder named as another run, is refused with a
-``ManifestError``: one line naming the file and the problem, exit 2 (``pglab.app.exits``).
+``ManifestError``: one line naming the file and the problem, exit 2 (``pglab.exits``).
 
 Only the keys the code reads are modelled (``pglab.runs.shapes``: strict, finite numbers where a reader relies on
 one), and no number anywhere in a record is NaN, Infinity or beyond 64 bits (``not_finite``); any other key is

@@ -1,7 +1,7 @@
 """The manifest's ``tools``: the version of every program a study runs, read on the host it runs on.
 
 Why one way: ``pglab compare`` and the analysis refuse to mix runs whose tools differ
-(``pglab.app.comparable``), so every study must record them alike: each program's own ``--version``
+(``pglab.analysis.comparable``), so every study must record them alike: each program's own ``--version``
 (from the bindir it is run from), the Debian version of packages that have no such flag (replication
 daemons), and what the study adds itself (a program of pglab's, sysbench's own answer).
 """

@@ -17,8 +17,8 @@ import pandas as pd
 from pglab.analysis import over_runs, tally
 from pglab.analysis.stats import interval_words
 from pglab.analysis.text import count
-from pglab.app import report_notebook, takeaway
-from pglab.app.beside import num as _num
+from pglab.views import report_notebook, takeaway
+from pglab.views.beside import num as _num
 
 
 def _text(value: Any) -> str:

@@ -1,6 +1,6 @@
 """Two runs side by side: host facts, placement, tools, parameters and the effects each run measured.
 
-What ``pglab compare`` and the notebooks show beside the verdict of ``pglab.app.comparable`` (whether
+What ``pglab compare`` and the notebooks show beside the verdict of ``pglab.analysis.comparable`` (whether
 the runs may be compared at all).
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from pglab.analysis import placement
-from pglab.app.comparable import (
+from pglab.analysis.comparable import (
     COSMETIC_PARAMETERS,
     DEFAULT_REFERENCE,
     EFFECT_COLUMNS,

@@ -16,11 +16,10 @@ from typing import Any
 
 import pandas as pd
 
-from pglab.analysis import build_family, tally
-from pglab.app import comparable
+from pglab.analysis import build_family, comparable, tally
 from pglab.runs import record
 
-#: a verdict's CSS class in the reports (pglab.app.report's table colours)
+#: a verdict's CSS class in the reports (pglab.views.report's table colours)
 VERDICT_CLASS = {"held": "held", "did not hold": "not", "not resolvable here": "open",
                  "not measurable here": "na"}
 

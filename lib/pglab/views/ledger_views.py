@@ -15,7 +15,6 @@ from typing import Any
 
 import pandas as pd
 
-from pglab.analysis import over_runs
 from pglab.ledger import book
 from pglab.ledger.backend import Ledger
 from pglab.ledger.locations import printable
@@ -75,12 +74,24 @@ def campaign_block(ledger: Ledger, campaign_id: str) -> list[str]:
     return out
 
 
-def decided_over(frames: dict[str, Any], group: Any) -> str:
-    """The group's claims decided over its runs (``analysis.over_runs``), one line each, and what pooling them
-    means: runs of one machine class, build and profile, but of their own code revision and day."""
-    if len(frames) < 2 or "bound_low" not in group:
+def campaigns_within(ledger: Ledger, run_ids: list[str]) -> list[str]:
+    """The stored verdicts of every campaign whose runs are all among ``run_ids``, for ``pglab ledger compare``:
+    where a group is (or holds) a campaign, the campaign's own verdicts come first, as its report tells them."""
+    shown = set(run_ids)
+    out: list[str] = []
+    for key, ids in ledger.query("SELECT campaign_id, run_ids FROM campaigns ORDER BY started"):
+        runs = set(json.loads(ids or "[]"))
+        if runs and runs <= shown:
+            out += campaign_block(ledger, key)
+    return out
+
+
+def decided_over(over: pd.DataFrame, group: Any, runs: int) -> str:
+    """The group's claims decided over its runs (``over``: ``analysis.over_runs.comparison``, which the command
+    computes: a view tells a verdict, never decides one), one line each, and what pooling them means: runs of
+    one machine class, build and profile, but of their own code revision and day."""
+    if runs < 2 or over.empty:
         return ""
-    over = over_runs.comparison(frames)
     revisions = group["git_revision"].dropna().astype(str).str[:12].unique()
     lines = ["decided over these runs (95% t interval over the runs' medians; a verdict needs 3 runs and must "
              "survive leaving one out)" + (f"; pooled across {len(revisions)} code revisions, so indicative"
@@ -91,5 +102,3 @@ def decided_over(frames: dict[str, Any], group: Any) -> str:
         settle = f"; to settle it: {r['settle']}" if isinstance(r.get("settle"), str) and r["settle"] else ""
         lines.append(f"  {r['claim']}: {r['verdict']}, {value} over {r['runs']} runs{settle}")
     return "\n".join(lines) + "\n"
-
-

@@ -6,7 +6,7 @@ runs started, against the article's number, coloured by machine and marked by Po
 runs in a table below and the verdicts counted; then what each study's runs cost; runs marked for a busy or
 moving machine left out unless asked. The study reports' frame (``report._page``) with a viewport tag, figures
 as embedded PNG, nothing that depends on when it was made (the same ledger writes the same bytes), every text
-from the ledger escaped. ``python -m pglab.app.history [--ledger URL] [--out FILE] [--with-marked]``
+from the ledger escaped. ``python -m pglab.views.history [--ledger URL] [--out FILE] [--with-marked]``
 """
 
 from __future__ import annotations
@@ -21,14 +21,15 @@ from typing import Any
 
 import pandas as pd
 
+from pglab import exits
 from pglab.analysis import figures
-from pglab.app import exits, report
-from pglab.app.history_figures import builds, claim_figure, cost_figure, pg_label, started_at, style_of
 from pglab.errors import UserError
 from pglab.ledger import book
 from pglab.ledger.backend import Ledger, is_yours, location
 from pglab.ledger.locations import parse, shown
 from pglab.studies import STUDIES
+from pglab.views import report
+from pglab.views.history_figures import builds, claim_figure, cost_figure, pg_label, started_at, style_of
 
 VIEWPORT = '<meta name="viewport" content="width=device-width, initial-scale=1">'
 #: the study reports' style, plus what a phone needs: narrower margins, tables that scroll sideways
@@ -242,7 +243,7 @@ def history_html(claims: pd.DataFrame, runs: pd.DataFrame, left_out: int = 0,
     framed = page.replace('<meta charset="utf-8">', '<meta charset="utf-8">' + VIEWPORT, 1)
     framed = framed.replace("</style>", _STYLE + "</style>", 1)
     if VIEWPORT not in framed or _STYLE not in framed:
-        raise RuntimeError("report._page changed its head: pglab.app.history cannot add its viewport tag")
+        raise RuntimeError("report._page changed its head: pglab.views.history cannot add its viewport tag")
     return framed
 
 
@@ -256,7 +257,7 @@ def write(ledger: Ledger, out: Path, with_marked: bool = False) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m pglab.app.history", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m pglab.views.history", description=__doc__.split("\n\n")[0])
     p.add_argument("--ledger", help="a SQLite file or postgresql://user@host/db (default $PGLAB_LEDGER, else yours, "
                                     "data/ledger.sqlite, with the shipped runs; the pipeline's stage draws "
                                     "data/ledger/reference.sqlite.gz alone)")

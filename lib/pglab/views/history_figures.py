@@ -1,4 +1,4 @@
-"""The figures of ``reports/history.html`` (``pglab.app.history``): per claim every run's value and interval by run,
+"""The figures of ``reports/history.html`` (``pglab.views.history``): per claim every run's value and interval by run,
 and what each study's runs cost, as inline PNGs of few colours (22 of them at full colour made the page 2 MB), a
 colour per machine and a marker per PostgreSQL build, the same in every figure of the page."""
 

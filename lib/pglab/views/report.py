@@ -9,7 +9,7 @@ run writes the same bytes (it is a DVC output). Its text from params, inventorie
 the whole body passes ``report_notebook.clean_html`` (nothing that loads, navigates, submits or runs), and the
 policy forbids loading, form posts and ``<base>``.
 
-``python -m pglab.app.report STUDY`` (the analyze stage, after papermill) normalises
+``python -m pglab.views.report STUDY`` (the analyze stage, after papermill) normalises
 ``reports/STUDY.ipynb`` and writes ``reports/STUDY.html``; ``--index`` writes ``reports/index.html``.
 """
 
@@ -25,12 +25,12 @@ from typing import Any
 import pandas as pd
 
 from pglab.analysis import placement, tally
-from pglab.app import beside, fidelity_html, majors_table, report_notebook, takeaway
-from pglab.app.report_notebook import Notebook
-from pglab.app.verdict_table import verdict_rows
-from pglab.app.where_ran import allowed_html, emulation_html, machine_html
 from pglab.runs import record
 from pglab.studies import STUDIES, declaration
+from pglab.views import beside, fidelity_html, majors_table, report_notebook, takeaway
+from pglab.views.report_notebook import Notebook
+from pglab.views.verdict_table import verdict_rows
+from pglab.views.where_ran import allowed_html, emulation_html, machine_html
 
 #: the verdict table's columns: the rule and the machine property each verdict rests on sit beside it
 VERDICT_COLUMNS = ("claim", "article", "reproduced", "rule", "verdict", "depends on", "evidence")
@@ -204,7 +204,7 @@ def study_html(study: str, nb: Notebook, comparison: pd.DataFrame, manifest: dic
                majors: pd.DataFrame | None = None, fidelity: pd.DataFrame | None = None,
                csvs: tuple[str, ...] = (), glossary: str = "") -> str:
     """The report of one study (pure: the same inputs give the same bytes); ``beside_html``: your run's claims
-    beside the shipped reference's (``pglab.app.beside``), after the verdicts; ``summary``: its summary.csv, what
+    beside the shipped reference's (``pglab.views.beside``), after the verdicts; ``summary``: its summary.csv, what
     the takeaway says was measured when no claim got a number; ``majors``: its claims x PostgreSQL majors table."""
     asked = question(study) or nb.title
     facts, run = machine_facts(manifest, fsync_ops_s), run_facts(manifest)
@@ -333,12 +333,12 @@ def index_html(root: Path, reference: Path | None = None) -> str:
             + f"<div class=\"table\">{_table(rows, cols, 'index')}</div>"
             + LEGEND + terms(glossary_href(root))
             + "<p class=\"meta\">Every run so far, claim by claim: <a href=\"history.html\">history.html</a> "
-            "(<code>python -m pglab.app.history</code> writes it from the ledger).</p>")
+            "(<code>python -m pglab.views.history</code> writes it from the ledger).</p>")
     return _page("pglab reports", body)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m pglab.app.report", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m pglab.views.report", description=__doc__.split("\n\n")[0])
     p.add_argument("study", nargs="?", choices=STUDIES, help="write reports/STUDY.html from reports/STUDY.ipynb")
     p.add_argument("--index", action="store_true", help="write reports/index.html over every study")
     p.add_argument("--root", type=Path, default=Path("."), help="the checkout (default: here)")

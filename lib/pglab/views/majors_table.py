@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from pglab.app.beside import VERDICT_CLASS
 from pglab.runs.reading import load_manifest
+from pglab.views.beside import VERDICT_CLASS
 
 MAJORS = (13, 14, 15, 16, 17, 18)
 COLUMNS = ["claim", "major", "version", "published", "reproduced", "low", "high", "coverage", "verdict", "why", "run"]
@@ -145,7 +145,7 @@ SHORT = {"held": "held", "did not hold": "did not hold", "not resolvable here": 
 
 
 def markdown(m: pd.DataFrame, source: str) -> list[str]:
-    """The docs page's table (``pglab.app.docs_verdicts``): a row per claim, a column per major, each cell the
+    """The docs page's table (``pglab.views.docs_verdicts``): a row per claim, a column per major, each cell the
     verdict in short and the value with its interval."""
     majors = sorted(set(m.major))
     versions = m.groupby("major").version.first()
