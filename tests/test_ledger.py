@@ -710,3 +710,23 @@ def test_a_campaign_is_kept_with_its_verdicts_over_its_runs(tmp_path: Path) -> N
     with sqlite3.connect(b) as raw:
         assert raw.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
     raw.close()
+
+
+def test_a_campaign_added_by_hand_with_its_analysis_is_kept_as_the_pipeline_keeps_it(tmp_path: Path) -> None:
+    """`pglab ledger add RUN --derived DIR` of a campaign (as a majors sweep or a by-hand collect leaves one) adds its
+    runs and its verdicts over them, the same rows the pipeline's own add gives."""
+    from pglab.app import cli
+
+    tops = [s for s in STUDIES if campaign.read(RAW / s) is not None]
+    assert tops
+    with open_sqlite(tmp_path / "pipeline.sqlite") as L:
+        shipped.add_pipeline(L, REPO / "data", REPO / "dvc.lock")
+        want = book.campaigns(L).drop(columns=["analysed_at", "code_revision"], errors="ignore")
+    by_hand = tmp_path / "hand.sqlite"
+    for s in tops:
+        assert cli.main(["ledger", "add", str(RAW / s), "--derived", str(REPO / "data" / "derived" / s),
+                         "--ledger", str(by_hand)]) == 0
+    with Ledger(str(by_hand), readonly=True) as L:
+        got = book.campaigns(L).drop(columns=["analysed_at", "code_revision"], errors="ignore")
+        assert len(book.runs(L)) == sum(len(campaign.members(RAW / s)) for s in tops)
+    pd.testing.assert_frame_equal(got.reset_index(drop=True), want.reset_index(drop=True))

@@ -44,6 +44,9 @@ RUN_COLUMNS = ["runs", "run_ids", "run_values", "run_verdicts", "within_sd", "be
 #: how often a 95% interval over one sitting's 5 runs covers the machine's value across sittings when sittings differ
 #: as much as runs do (the reference ledger's campaigns): tests/test_run_coverage.py simulates it
 ONE_SITTING_COVERAGE = 0.68
+#: what such an interval covered, lowest and highest, at the sitting effects the reference ledger shows (each group
+#: of runs in two or more sittings, simulated at its own sizes: tests/test_run_coverage.py keeps it true)
+MEASURED_ONE_SITTING = (0.31, 0.95)
 ONE_RUN = ("one run: its interval is over the blocks of that run only, and another run on the same machine may differ "
            "as much as its blocks do (a campaign of 5 runs, `runs: 5`, decides over runs)")
 
@@ -306,8 +309,9 @@ def scope_note(scope: str, labels: Sequence[str], ids: Sequence[str]) -> str:
     if scope == "this sitting":
         return (f"this sitting: the interval is over runs of one sitting (one boot, one stretch of time); when "
                 f"sittings differ as much as runs do, such an interval covers the machine's value about "
-                f"{ONE_SITTING_COVERAGE:.0%} of the time, not 95% (a second sitting an hour later decides across "
-                "sittings: `pglab collect --add-sitting`)")
+                f"{ONE_SITTING_COVERAGE:.0%} of the time, not 95%, and at the sitting effects measured on this "
+                f"project's machine between {MEASURED_ONE_SITTING[0]:.0%} and {MEASURED_ONE_SITTING[1]:.0%} (a second "
+                "sitting an hour later decides across sittings: `pglab collect --add-sitting`)")
     groups = {g: [i for i, x in zip(ids, labels, strict=True) if x == g] for g in dict.fromkeys(labels)}
     return (f"{scope}, two levels (the interval is over the sittings' means): "
             + "; ".join(f"{g}: {len(v)} runs" for g, v in groups.items()))

@@ -62,7 +62,12 @@ def cmd_add(a: argparse.Namespace, ledger: Ledger) -> int:
     if a.runs:
         if a.derived and len(a.runs) > 1:
             raise UserError("--derived names the analysis of one run: give one RUN with it")
-        done = [book.add(ledger, find_run(root, r), a.derived, code_revision=git_revision()) for r in a.runs]
+        done = []
+        for r in [find_run(root, x) for x in a.runs]:  # a campaign with its analysis: its runs, its verdicts over them
+            added, kept = book.add_published(ledger, r, a.derived, code_revision=git_revision())
+            done += added
+            if kept:
+                say(f"{r.name}: a campaign's verdicts over its {len(added)} runs: {kept}")
     else:
         done = shipped.add_pipeline(ledger, root, root.parent / "dvc.lock")
         for run in archived(root):
@@ -359,7 +364,8 @@ def add_parser(sub: Any, data_root_help: str, reference_help: str) -> None:
     p = command("add", cmd_add, "add runs (folders or ids); with none, the pipeline's five runs with their "
                                 "analyses and every archived run under <data-root>/runs/")
     p.add_argument("runs", nargs="*", metavar="RUN", help="a run folder, or a run id under data/runs/<study>/")
-    p.add_argument("--derived", help="the analysis of the one RUN given (a folder with points.csv, comparison.csv)")
+    p.add_argument("--derived", help="the analysis of the one RUN given (a folder with points.csv, comparison.csv); "
+                   "of a campaign, its verdicts over runs are added too")
     p = command("list", cmd_list, "one line per run: when, study, status, PostgreSQL, machine, verdicts")
     p.add_argument("--study", choices=[*STUDIES, *(f"slo-{s}" for s in STUDIES)], help="only this study's runs")
     p.add_argument("--with-marked", action="store_true", help=WITH_MARKED)

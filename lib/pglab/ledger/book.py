@@ -166,18 +166,24 @@ def merge(into: Ledger, other: Ledger) -> dict[str, int]:
     return counts
 
 
+def add_published(ledger: Ledger, run: str | Path, derived: str | Path | None,
+                  code_revision: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
+    """A published run folder: a campaign's runs, each with its own analysis, then its verdicts over the runs
+    (``add_campaign``'s answer second); a single run with its analysis."""
+    pairs = campaign.own_analyses(Path(run), Path(derived)) if derived is not None else \
+        [(m, None) for m in campaign.members(run)]
+    done = [add(ledger, member, own, code_revision=code_revision) for member, own in pairs]
+    kept = add_campaign(ledger, run, derived, code_revision=code_revision) if derived is not None else None
+    return done, kept
+
+
 def record(run: str | Path, derived: str | Path | None = None, *, data_root: str | Path = "data",
            url: str | None = None) -> None:
     """Add a run (and its analysis) to the ledger after a command made it; a ledger that cannot take it is said
     on stderr and changes nothing else: the run folder is the truth, and ``pglab ledger add`` adds it later."""
     try:
         with Ledger(url, data_root) as ledger:
-            pairs = campaign.own_analyses(Path(run), Path(derived)) if derived is not None else \
-                [(m, None) for m in campaign.members(run)]
-            for member, own in pairs:  # a campaign: each run with its own analysis, then the verdicts over runs
-                add(ledger, member, own, code_revision=git_revision())
-            if derived is not None:
-                add_campaign(ledger, run, derived, code_revision=git_revision())
+            add_published(ledger, run, derived, code_revision=git_revision())
     except Exception as exc:  # noqa: BLE001 - never let the index cost the run
         print(f"pglab: the run {run} was not added to the ledger {location(url, data_root)} ({exc}); "
               f"`pglab ledger add {run}` adds it later", file=sys.stderr)
