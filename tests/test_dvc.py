@@ -344,6 +344,9 @@ def test_dvc_plots_show_every_figure_and_renders_offline(pulled: Path, tmp_path:
     assert "cdn.jsdelivr.net" not in (tmp_path / "plots" / "index.html").read_text()
     vega = [p for p in spec if isinstance(p, dict)]
     assert page.dom.count("<canvas") == len(vega) == 2  # drawn by vega-embed, offline
+    spec_text = (tmp_path / "plots" / "index.html").read_text()
+    for name in ("built-in logical", "Slony-I", "Londiste 3"):  # the reports' names of the systems
+        assert name in spec_text, name
     assert page.dom.count("<img") >= len(listed)
 
 

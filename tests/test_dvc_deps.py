@@ -261,3 +261,27 @@ def test_a_new_study_changes_no_other_studys_stage(tmp_path: Path, monkeypatch: 
         new = resolved(stage, study)
         assert {**new, "deps": set(new["deps"]), "outs": set(map(str, new["outs"]))} == \
             {**old, "deps": set(old["deps"]), "outs": set(map(str, old["outs"]))}, (stage, study)
+
+
+def test_each_ratio_plot_has_the_reports_colours_and_names() -> None:
+    """``dvc plots show`` colours and names each line as the study's figures do (``PALETTE``, ``label``): the
+    template the pipeline writes for each plot maps every column to its figure colour and display name."""
+    from matplotlib.colors import to_hex
+    from pglab.app import plot_templates
+    from pglab.studies import declaration, module
+
+    made = plot_templates.templates()
+    assert made, "no ratio plot"
+    for study in STUDIES:
+        figures = module(study, "figures")
+        for plot in declaration(study).plots:
+            spec = json.loads(made[plot_templates.PLOTS / f"{plot.name}.json"])
+            colour = spec["layer"][0]["encoding"]["color"]
+            assert colour["scale"]["domain"] == list(plot.y)
+            assert colour["scale"]["range"] == [to_hex(figures.PALETTE[c]) for c in plot.y], study
+            shown, label = colour.get("legend", {}).get("labelExpr", ""), getattr(figures, "label", lambda x: x)
+            for c in plot.y:
+                assert label(c) == c or json.dumps(label(c)) in shown, (study, c)
+            assert spec["layer"][1]["encoding"]["y"] == {"datum": 1}  # the baseline's rule at 1
+            assert (REPO / plot_templates.PLOTS / f"{plot.name}.json").read_text() == \
+                made[plot_templates.PLOTS / f"{plot.name}.json"], "run `python -m pglab.app.pipeline`"

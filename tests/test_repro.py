@@ -17,6 +17,8 @@ import pytest
 import yaml
 from conftest import pulled_analyses
 from pglab.app import repro
+from pglab.ledger import book
+from pglab.ledger.backend import Ledger
 from pglab.runs import progress
 from pglab.runs.record import read
 from pglab.views import beside
@@ -75,6 +77,17 @@ def test_repro_measures_into_yours_and_reports_beside_the_reference(tmp_path: Pa
     index = (root / "yours" / "reports" / "index.html").read_text()
     assert "<th>reference</th>" in index and f'href="{STUDY}.html"' in index
     assert (root / "yours" / "data" / "metrics" / f"{STUDY}.json").exists()
+    # the by-hand path (`pglab collect`, then `pglab report`) keeps the analysis and writes the page the index links
+    (root / "yours" / "reports" / "history.html").unlink()
+    (root / "data" / "ledger.sqlite").unlink()
+    res = subprocess.run([sys.executable, "-m", "pglab.app.cli", "report", STUDY], cwd=root, capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert 'href="history.html"' in (root / "yours" / "reports" / "index.html").read_text()
+    assert mine["run_id"].rsplit("-", 1)[-1] in (root / "yours" / "reports" / "history.html").read_text()
+    with Ledger(str(root / "data" / "ledger.sqlite"), readonly=True) as ledger:
+        runs = book.runs(ledger)
+        assert runs.loc[runs.run_id == mine["run_id"], "analysed"].tolist() == [True], runs
 
 
 def _side(verdicts: list[str], cpu: str = "Xeon") -> beside.Side:

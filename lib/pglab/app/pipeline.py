@@ -14,7 +14,8 @@ interpolate a list: so each study's item carries what it needs beyond every stud
 padded to one count with a file it lists anyway (DVC keeps one copy of a repeated dep or output).
 
 ``--check`` compares dvc.yaml with what this writes (tests/test_dvc_deps.py); after a change of imports, a
-declaration or a profile, run it without ``--check`` and commit dvc.yaml.
+declaration or a profile, run it without ``--check`` and commit dvc.yaml. It writes each ratio plot's template
+beside it too (``plot_templates``: the reports' colours and names in ``dvc plots show``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pathlib import Path
 import yaml
 
 from pglab.analysis import over_runs
+from pglab.app import plot_templates
 from pglab.app.modgraph import LIB, closure, layer_of, source_imports
 from pglab.runs import campaign
 from pglab.runs.params import load_study_file
@@ -263,7 +265,7 @@ def plots() -> list[str]:
            "# then every figure of every study.", "plots:"]
     for s in STUDIES:
         for p in declaration(s).plots:
-            out += [f"  - {p.name}:", f"      template: {q(p.template)}", f"      title: {q(p.title)}",
+            out += [f"  - {p.name}:", f"      template: {q(p.name)}", f"      title: {q(p.title)}",
                     f"      x: {q(p.x)}", f"      x_label: {q(p.x_label)}", f"      y_label: {q(p.y_label)}",
                     "      y:", f"        data/derived/{s}/{p.table}: [{', '.join(q(c) for c in p.y)}]"]
     out += [f"  - figures/{s}/{f}.png" for s in STUDIES for f in declaration(s).figures]
@@ -277,22 +279,27 @@ def render() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m pglab.app.pipeline", description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true", help="only compare dvc.yaml with what would be written "
-                                                         "(exit 1 and the difference when they differ)")
+    ap.add_argument("--check", action="store_true",
+                    help="only compare dvc.yaml and the plots' templates with what would be written (exit 1 and the "
+                         "difference when they differ)")
     ap.add_argument("--out", type=Path, default=ROOT / "dvc.yaml", help="where to write (default: the checkout's)")
     a = ap.parse_args(argv)
-    text = render()
+    files = {a.out: render(), **{a.out.parent / k: v for k, v in plot_templates.templates().items()}}
     if not a.check:
-        a.out.write_text(text)
-        print(f"wrote {a.out}")
+        for path, text in files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            print(f"wrote {path}")
         return 0
-    current = a.out.read_text() if a.out.exists() else ""
-    if current == text:
-        return 0
-    sys.stdout.writelines(difflib.unified_diff(current.splitlines(True), text.splitlines(True), str(a.out),
-                                               "python -m pglab.app.pipeline"))
-    print(f"{a.out} is stale: run `python -m pglab.app.pipeline` and commit it", file=sys.stderr)
-    return 1
+    stale = 0
+    for path, text in files.items():
+        current = path.read_text() if path.exists() else ""
+        if current != text:
+            stale += 1
+            sys.stdout.writelines(difflib.unified_diff(current.splitlines(True), text.splitlines(True), str(path),
+                                                       "python -m pglab.app.pipeline"))
+            print(f"{path} is stale: run `python -m pglab.app.pipeline` and commit it", file=sys.stderr)
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":

@@ -208,9 +208,7 @@ def cmd_repro(a: argparse.Namespace) -> int:
         except Exception as exc:  # noqa: BLE001 - the other studies still run; said at the end
             failed[study] = f"analysis failed: {exc}"
             print(f"pglab: {study}: {failed[study]}", file=sys.stderr, flush=True)
-    (YOURS / "reports" / "index.html").write_text(report.index_html(YOURS, root), encoding="utf-8")
-    subprocess.run([sys.executable, "-m", "pglab.views.history", "--out", str(YOURS / "reports" / "history.html")],
-                   check=False)
+    _pages(root)
     print(closing(studies, failed, root, {s: w for s, w in warnings.items() if w}))
     print(f"\n{len(studies) - len(failed)} of {len(studies)} studies measured and reported in "
           f"{minutes(time.monotonic() - started)}.")
@@ -225,6 +223,16 @@ def cmd_report(a: argparse.Namespace) -> int:
         raise UserError(f"no run of yours of {a.study} in {YOURS_DATA / 'raw' / a.study}: `pglab collect {a.study}` "
                         "makes one")
     out = notebook_run.execute(a.study, YOURS, root)
-    (YOURS / "reports" / "index.html").write_text(report.index_html(YOURS, root), encoding="utf-8")
-    print(f"{out} (and yours/reports/index.html)")
+    from pglab.ledger.book import record
+
+    record(YOURS_DATA / "raw" / a.study, YOURS_DATA / "derived" / a.study, data_root="data")  # as `make repro` does
+    _pages(root)
+    print(f"{out} (and yours/reports/index.html, history.html; the run and its analysis are in your ledger)")
     return 0
+
+
+def _pages(root: Path) -> None:
+    """Your index, and the history page it links (from your ledger)."""
+    (YOURS / "reports" / "index.html").write_text(report.index_html(YOURS, root), encoding="utf-8")
+    subprocess.run([sys.executable, "-m", "pglab.views.history", "--out", str(YOURS / "reports" / "history.html")],
+                   check=False)

@@ -42,8 +42,8 @@ class Plot:
     y_label: str
     y: tuple[str, ...]
     table: str = "ratio_lines.csv"
-    #: .dvc/plots/ratio.json: a colour per configuration (DVC's own colour by revision and dash by column), a log
-    #: axis for ratios and a rule at 1, the baseline
+    #: its kind (``pglab.app.plot_templates.BASES``): ``ratio``, a colour per configuration, a log axis and a rule
+    #: at 1; the pipeline writes its template, ``.dvc/plots/<name>.json``, in the study's colours and names
     template: str = "ratio"
 
 
