@@ -237,11 +237,19 @@ def test_the_shipped_fdw_run_says_why_each_claim_got_its_blocks(tmp_path: Path) 
         assert not (still_open and "decided there" in r.stopped), r.stopped
 
 
-@pytest.mark.parametrize("study", ["synchronous_commit", "fdw_overhead", "logical_replication"])
-def test_budget_s_without_max_blocks_is_refused(study: str) -> None:
-    from importlib import import_module
+def _adaptive() -> list[str]:
+    """The studies with a first look (their params are ``AdaptiveParams``), from the registry."""
+    from pglab.runs.params import AdaptiveParams
+    from pglab.studies import STUDIES, module
 
-    params = import_module(f"pglab.studies.{study}.params").Params
+    return [s for s in STUDIES if issubclass(module(s, "params").Params, AdaptiveParams)]
+
+
+@pytest.mark.parametrize("study", _adaptive())
+def test_budget_s_without_max_blocks_is_refused(study: str) -> None:
+    from pglab.studies import module
+
+    params = module(study, "params").Params
     smoke = yaml.safe_load((REPO / f"params/{study}.yaml").read_text())["profiles"]["smoke"]
     body = {k: v for k, v in smoke.items() if k != "max_blocks"}
     with pytest.raises(ParameterError, match=r"budget_s: .*budget_s=300 is set without max_blocks"):

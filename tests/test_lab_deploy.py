@@ -26,6 +26,7 @@ from pglab.nodes.workspace import SUPERUSER
 from pglab.runs.leftovers import cleanup_leftovers
 from pglab.runs.reading import load_manifest
 from pglab.runs.session import session
+from pglab.studies import STUDIES
 from pglab.studies.synchronous_commit import collect as sc_collect
 
 pytestmark = pytest.mark.servers
@@ -183,7 +184,7 @@ def _notebook(study: str, inventory_path: str, tmp: Path) -> tuple[dict, Path]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("study", ["synchronous_commit", "logical_replication", "fdw_overhead", "cloud_providers"])
+@pytest.mark.parametrize("study", [s for s in STUDIES if s != "streaming_scale_out"])  # it: across four hosts
 def test_smoke_lab_profiles_run_across_three_hosts(lab_inventory: Inventory, tmp_path: Path, study: str) -> None:
     """The notebooks at their smoke_lab profile: nodes on lab1 and lab2, pgbench on lab3, analysed."""
     inv_path = _lab().inventory_path
