@@ -28,14 +28,12 @@ from pglab.runs import campaign
 from pglab.runs.record import MANIFEST, RUN_FOLDER, ManifestError
 from pglab.runs.writing import git_revision
 from pglab.studies import STUDIES
-from pglab.views.ledger_views import campaign_block, campaign_lines, campaigns_within, decided_over, short_campaign
+from pglab.views.ledger_views import (campaign_block, campaign_lines, campaigns_within, decided_over, short_campaign,
+                                      tallies)
 
 LEDGER_HELP = (f"the ledger: a SQLite file (.gz: kept gzipped) or postgresql://user@host/db (default ${ENV}, else "
                "yours, <data-root>/ledger.sqlite, with the shipped runs of <data-root>/ledger/reference.sqlite.gz "
                "beside yours)")
-SHORT = {"held": "held", "did not hold": "not", "not measurable here": "n.a.", "not resolvable here": "n.r.",
-         "measured (no published claim)": "measured"}  # a `pglab slo` rate (pglab.app.slo_ledger.MEASURED)
-TALLIED = ("held", "not", "open", "n.r.", "n.a.", "measured", "?")  # a run's verdicts counted, in this order
 
 
 def say(*parts: object, file: Any = None, flush: bool = False) -> None:
@@ -82,14 +80,6 @@ def cmd_add(a: argparse.Namespace, ledger: Ledger) -> int:
     return 0
 
 
-def _tally(claims: pd.DataFrame) -> pd.Series:
-    """Per run: its verdicts counted, as ``2 held, 1 not, 3 n.a.``."""
-    def one(vs: pd.Series) -> str:
-        counts = vs.map(lambda v: SHORT.get(v, "open" if isinstance(v, str) else "?")).value_counts()
-        return ", ".join(f"{counts[k]} {k}" for k in TALLIED if k in counts)
-    return claims.groupby("run_id")["verdict"].agg(one) if len(claims) else pd.Series(dtype=str)
-
-
 def _left_out(a: argparse.Namespace, ledger: Ledger, study: str | None) -> None:
     """Say how many marked runs a view left out, and how to see them."""
     if not a.with_marked and (n := book.marked_count(ledger, study)):
@@ -103,7 +93,7 @@ def cmd_list(a: argparse.Namespace, ledger: Ledger) -> int:
         say(f"no runs{' of ' + a.study if a.study else ''} in {ledger.shown}")
         _left_out(a, ledger, a.study)
         return 0
-    tally = _tally(book.claims(ledger, a.study, with_marked=a.with_marked))
+    tally = tallies(book.claims(ledger, a.study, with_marked=a.with_marked))
     campaigns = short_campaign(ledger)
     show = pd.DataFrame({"started": runs["started"].str.slice(0, 16).str.replace("T", " "), "study": runs["study"],
                          "run": runs["run_id"], "profile": runs["profile"], "status": runs["status"],

@@ -19,8 +19,11 @@ from pglab.ledger import book
 from pglab.ledger.backend import Ledger
 from pglab.ledger.locations import printable
 
-#: a campaign's verdicts over runs, counted as ``pglab ledger list`` counts a run's (its SHORT words)
-_SHORT = {"held": "held", "did not hold": "not", "not measurable here": "n.a.", "not resolvable here": "n.r."}
+#: the short words ``pglab ledger list`` counts verdicts in, a run's and a campaign's alike (``measured``: a
+#: ``pglab slo`` rate, ``pglab.app.slo_ledger.MEASURED``)
+SHORT = {"held": "held", "did not hold": "not", "not measurable here": "n.a.", "not resolvable here": "n.r.",
+         "measured (no published claim)": "measured"}
+TALLIED = ("held", "not", "open", "n.r.", "n.a.", "measured", "?")  # in this order
 
 
 def _suffix(run_id: Any) -> str:
@@ -37,8 +40,14 @@ def short_campaign(ledger: Ledger) -> Mapping[str, str]:
 
 
 def tally(verdicts: pd.Series) -> str:
-    counts = verdicts.map(lambda v: _SHORT.get(v, "open")).value_counts()
-    return ", ".join(f"{counts[k]} {k}" for k in ("held", "not", "open", "n.r.", "n.a.") if k in counts)
+    """Verdicts counted, as ``2 held, 1 not, 3 n.a.`` (another word: ``open``; none: ``?``)."""
+    counts = verdicts.map(lambda v: SHORT.get(v, "open" if isinstance(v, str) else "?")).value_counts()
+    return ", ".join(f"{counts[k]} {k}" for k in TALLIED if k in counts)
+
+
+def tallies(claims: pd.DataFrame) -> pd.Series:
+    """Per run: its verdicts counted (``tally``)."""
+    return claims.groupby("run_id")["verdict"].agg(tally) if len(claims) else pd.Series(dtype=str)
 
 
 def _what(k: pd.DataFrame) -> str:
