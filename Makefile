@@ -4,7 +4,7 @@ export PATH := $(CURDIR)/.venv/bin:$(PATH)
 # pytest-xdist workers: most server tests wait on the clock (pgbench -T), so 4 fit on 2 cores (6 measured slower: 25 min, every test CPU-starved)
 TEST_WORKERS ?= 4
 
-.PHONY: repro reference test bench setup lock lint lab clean-leftovers docs majors
+.PHONY: repro reference test test-quick bench setup lock lint lab clean-leftovers docs majors
 
 ## make repro: every study at its default profile on this machine, into yours/ (ignored by git and DVC), each
 ## report beside the shipped reference run (which `dvc pull` checks out of data/dvc-remote, offline); no tracked
@@ -36,6 +36,12 @@ docs: setup
 ## make test: unit, integration (real servers, real sshd), nbval on the notebooks
 test: setup
 	pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=25 --nbval-lax --nbval-sanitize-with notebooks/nbval_sanitize.cfg notebooks tests
+	ruff check lib tests bench
+
+## make test-quick: the edit loop: every test that starts no server and no sshd and takes under 30 s, then ruff
+## (make test before a commit: it runs them all)
+test-quick: setup
+	pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not slow and not servers and not ssh" tests
 	ruff check lib tests bench
 
 ## make bench: every script in bench/ at its real size, each printing its figures against its goal
