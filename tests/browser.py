@@ -10,6 +10,7 @@ the host resolver rules stop all the same.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import tempfile
@@ -54,3 +55,22 @@ def open_page(html: Path, shots: Path, width: int = 1280, height: int = 2400) ->
         shot = shots / f"{html.stem}.png"
         _run([f"--screenshot={shot}", f"--window-size={width},{height}", html.resolve().as_uri()], profile)
         return Page(page_requests(netlog), dom, shot)
+
+
+def layout_width(html: Path, width: int = 390, height: int = 800) -> int:
+    """How wide ``html`` lays itself out in a ``width`` px window (the document's scrollWidth): over ``width``, a
+    phone scrolls the whole page sideways. Measured on a copy with a script that writes it into the DOM (the
+    page's own policy forbids scripts; the copy's ``<base>`` keeps its images and styles where they are)."""
+    text = re.sub(r"<meta http-equiv=\"Content-Security-Policy\"[^>]*>", "", html.read_text(encoding="utf-8"))
+    probe = ("<script>window.addEventListener('load', () => document.body.setAttribute('data-scroll-width', "
+             "document.documentElement.scrollWidth))</script>")
+    text = text.replace("<head>", f"<head><base href=\"{html.resolve().parent.as_uri()}/\">", 1)
+    text = text.replace("</body>", probe + "</body>", 1) if "</body>" in text else text + probe
+    with tempfile.TemporaryDirectory(prefix="pglab-chromium-") as tmp:
+        copy = Path(tmp) / html.name
+        copy.write_text(text, encoding="utf-8")
+        dom = _run([f"--window-size={width},{height}", "--virtual-time-budget=5000", "--dump-dom", copy.as_uri()],
+                   Path(tmp) / "profile")
+    found = re.search(r'data-scroll-width="(\d+)"', dom)
+    assert found, f"{html}: the width probe did not run"
+    return int(found.group(1))

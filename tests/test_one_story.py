@@ -97,3 +97,16 @@ def test_the_ledger_and_its_views_tell_the_same_verdicts(study: str, capsys: pyt
     latest = {_plain(c): _plain(v) for c, v in re.findall(
         r"<tr><td class=\"wrap\">(.*?)</td><td class=\"wrap [a-z]*\">([^<]*)<br><small>", section, re.S)}
     assert {c: latest.get(c) for c in want} == want, "history.html's latest verdict"
+
+
+def test_every_shipped_page_fits_a_phone() -> None:
+    """Each report, the index and history.html at 390 px: wide tables scroll inside their own box, the page itself
+    never sideways (it once laid out 478 px wide for one table of parameters)."""
+    from browser import layout_width
+
+    for study in STUDIES:
+        shipped(study)
+    pages = [REPO / "reports" / f"{s}.html" for s in STUDIES] + [REPO / "reports" / "index.html",
+                                                                 REPO / "reports" / "history.html"]
+    wide = {p.name: w for p in pages if (w := layout_width(p, 390)) > 390}
+    assert not wide, f"pages wider than a 390 px phone: {wide}"
