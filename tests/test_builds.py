@@ -14,7 +14,6 @@ import io
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tarfile
 import tempfile
@@ -226,11 +225,10 @@ def test_the_command_line(root: Path, tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 def free_port() -> int:
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            if (port := s.getsockname()[1]) != 5432:
-                return port
+    """A port outside the ephemeral range, claimed until the server binds it (as every pglab server's)."""
+    from pglab.hosts.local import LocalHost
+
+    return LocalHost().free_port(20000, 60000)
 
 
 @pytest.mark.servers
