@@ -41,12 +41,9 @@ METHOD = "t over runs"
 RUNS_CSV = "runs.csv"  # beside comparison.csv: one row per claim and run (``runs_table``)
 RUN_COLUMNS = ["runs", "run_ids", "run_values", "run_verdicts", "within_sd", "between_sd", "icc", "loo", "settle",
                "left_out", "scope"]
-#: how often a 95% interval over one sitting's 5 runs covers the machine's value across sittings when sittings differ
-#: as much as runs do (the reference ledger's campaigns): tests/test_run_coverage.py simulates it
-ONE_SITTING_COVERAGE = 0.68
-#: what such an interval covered, lowest and highest, at the sitting effects the reference ledger shows (each group
-#: of runs in two or more sittings, simulated at its own sizes: tests/test_run_coverage.py keeps it true)
-MEASURED_ONE_SITTING = (0.31, 0.95)
+#: how often a 95% interval over one sitting's 5 runs covers the machine's value when sittings differ as much as runs
+#: do, and its lowest and highest at the sitting effects the reference ledger shows (tests/test_run_coverage.py)
+ONE_SITTING_COVERAGE, MEASURED_ONE_SITTING = 0.68, (0.31, 0.95)
 ONE_RUN = ("one run: its interval is over the blocks of that run only, and another run on the same machine may differ "
            "as much as its blocks do (a campaign of 5 runs, `runs: 5`, decides over runs)")
 

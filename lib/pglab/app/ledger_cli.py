@@ -28,8 +28,14 @@ from pglab.runs import campaign
 from pglab.runs.record import MANIFEST, RUN_FOLDER, ManifestError
 from pglab.runs.writing import git_revision
 from pglab.studies import STUDIES
-from pglab.views.ledger_views import (campaign_block, campaign_lines, campaigns_within, decided_over, short_campaign,
-                                      tallies)
+from pglab.views.ledger_views import (
+    campaign_block,
+    campaign_lines,
+    campaigns_within,
+    decided_over,
+    short_campaign,
+    tallies,
+)
 
 LEDGER_HELP = (f"the ledger: a SQLite file (.gz: kept gzipped) or postgresql://user@host/db (default ${ENV}, else "
                "yours, <data-root>/ledger.sqlite, with the shipped runs of <data-root>/ledger/reference.sqlite.gz "
