@@ -57,20 +57,22 @@ def open_page(html: Path, shots: Path, width: int = 1280, height: int = 2400) ->
         return Page(page_requests(netlog), dom, shot)
 
 
-def layout_width(html: Path, width: int = 390, height: int = 800) -> int:
-    """How wide ``html`` lays itself out in a ``width`` px window (the document's scrollWidth): over ``width``, a
-    phone scrolls the whole page sideways. Measured on a copy with a script that writes it into the DOM (the
-    page's own policy forbids scripts; the copy's ``<base>`` keeps its images and styles where they are)."""
+def layout_width(html: Path, width: int = 390) -> int:
+    """How wide ``html`` lays itself out on a ``width`` px screen: ``width`` plus what its body overflows by (over
+    ``width``, a phone scrolls the whole page sideways). Headless Chromium keeps its window at least 500 px wide, so
+    the copy measured sets its root element ``width`` px wide and a script writes the body's overflow into the DOM
+    (the page's own policy forbids scripts; the copy's ``<base>`` keeps its images where they are)."""
     text = re.sub(r"<meta http-equiv=\"Content-Security-Policy\"[^>]*>", "", html.read_text(encoding="utf-8"))
-    probe = ("<script>window.addEventListener('load', () => document.body.setAttribute('data-scroll-width', "
-             "document.documentElement.scrollWidth))</script>")
-    text = text.replace("<head>", f"<head><base href=\"{html.resolve().parent.as_uri()}/\">", 1)
+    probe = ("<script>window.addEventListener('load', () => document.body.setAttribute('data-overflow', "
+             "document.body.scrollWidth - document.body.clientWidth))</script>")
+    head = f"<head><base href=\"{html.resolve().parent.as_uri()}/\"><style>html{{width:{width}px !important}}</style>"
+    text = text.replace("<head>", head, 1)
     text = text.replace("</body>", probe + "</body>", 1) if "</body>" in text else text + probe
     with tempfile.TemporaryDirectory(prefix="pglab-chromium-") as tmp:
         copy = Path(tmp) / html.name
         copy.write_text(text, encoding="utf-8")
-        dom = _run([f"--window-size={width},{height}", "--virtual-time-budget=5000", "--dump-dom", copy.as_uri()],
+        dom = _run(["--window-size=800,800", "--virtual-time-budget=5000", "--dump-dom", copy.as_uri()],
                    Path(tmp) / "profile")
-    found = re.search(r'data-scroll-width="(\d+)"', dom)
+    found = re.search(r'data-overflow="(-?\d+)"', dom)
     assert found, f"{html}: the width probe did not run"
-    return int(found.group(1))
+    return width + max(int(found.group(1)), 0)

@@ -99,7 +99,7 @@ def test_the_ledger_and_its_views_tell_the_same_verdicts(study: str, capsys: pyt
     assert {c: latest.get(c) for c in want} == want, "history.html's latest verdict"
 
 
-def test_every_shipped_page_fits_a_phone() -> None:
+def test_every_shipped_page_fits_a_phone(tmp_path) -> None:
     """Each report, the index and history.html at 390 px: wide tables scroll inside their own box, the page itself
     never sideways (it once laid out 478 px wide for one table of parameters)."""
     from browser import layout_width
@@ -110,3 +110,7 @@ def test_every_shipped_page_fits_a_phone() -> None:
                                                                  REPO / "reports" / "history.html"]
     wide = {p.name: w for p in pages if (w := layout_width(p, 390)) > 390}
     assert not wide, f"pages wider than a 390 px phone: {wide}"
+    unwrapped = tmp_path / "wide.html"  # a table outside a scrolling box: the check sees it
+    unwrapped.write_text("<html><head></head><body><table><tr><td style=\"white-space:nowrap\">" + "word " * 80
+                         + "</td></tr></table></body></html>")
+    assert layout_width(unwrapped, 390) > 390
