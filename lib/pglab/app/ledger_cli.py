@@ -66,12 +66,13 @@ def cmd_add(a: argparse.Namespace, ledger: Ledger) -> int:
     if a.runs:
         if a.derived and len(a.runs) > 1:
             raise UserError("--derived names the analysis of one run: give one RUN with it")
-        done = []
-        for r in [find_run(root, x) for x in a.runs]:  # a campaign with its analysis: its runs, its verdicts over them
-            added, kept = book.add_published(ledger, r, a.derived, code_revision=git_revision())
-            done += added
+        runs, done = [find_run(root, x) for x in a.runs], []
+        if a.derived:  # of a campaign: its runs, each with its own analysis, then its verdicts over them
+            done, kept = book.add_published(ledger, runs[0], a.derived, code_revision=git_revision())
             if kept:
-                say(f"{r.name}: a campaign's verdicts over its {len(added)} runs: {kept}")
+                say(f"{runs[0].name}: a campaign's verdicts over its {len(done)} runs: {kept}")
+        else:
+            done = [book.add(ledger, r, code_revision=git_revision()) for r in runs]
     else:
         done = shipped.add_pipeline(ledger, root, root.parent / "dvc.lock")
         for run in archived(root):
