@@ -190,6 +190,9 @@ def test_a_port_chosen_by_another_process_is_not_drawn_until_its_claim_lapses(tm
         other.wait()
     assert port_claims.claim(30001)  # its claimer is gone
     assert (tmp_path / "30001").read_text() == str(os.getpid())
+    shared = tmp_path / "new" / "claims"  # made by the first user to draw a port: every user may claim in it
+    monkeypatch.setenv("PGLAB_PORT_CLAIMS", str(shared))
+    assert port_claims.claim(30001) and stat.S_IMODE(shared.stat().st_mode) == 0o1777
 
 
 def test_a_tunnel_outlives_a_channel_that_did_not_open(sshd_server) -> None:

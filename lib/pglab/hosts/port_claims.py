@@ -10,6 +10,7 @@ keeps the port out of ``free_port``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -20,7 +21,10 @@ CLAIM_S = 900.0
 def claims_dir() -> Path:
     """One place for every process on the machine: not $TMPDIR, which two processes may set apart."""
     path = Path(os.environ.get("PGLAB_PORT_CLAIMS") or "/tmp/pglab-port-claims")
-    path.mkdir(mode=0o1777, parents=True, exist_ok=True)
+    if not path.is_dir():
+        path.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):  # shared by every user, as /tmp is (the umask would narrow it)
+            path.chmod(0o1777)
     return path
 
 
@@ -43,15 +47,21 @@ def _stale(path: Path) -> bool:
 
 def claim(port: int) -> bool:
     """True when this process now holds ``port``'s claim; False when a live process holds it."""
-    path = claims_dir() / str(port)
+    try:
+        path = claims_dir() / str(port)
+    except OSError:
+        return True  # nowhere to claim (a read-only /tmp): the port is drawn as before claims existed
     for _ in range(2):
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
             if not _stale(path):
                 return False
-            path.unlink(missing_ok=True)  # a dead or old claim: take it over once
+            with contextlib.suppress(OSError):  # another user's: it lapses, it is not ours to remove
+                path.unlink(missing_ok=True)  # a dead or old claim: take it over once
             continue
+        except OSError:
+            return True  # the folder is not writable for this user: drawn as before claims existed
         with os.fdopen(fd, "w") as out:
             out.write(str(os.getpid()))
         return True
