@@ -195,6 +195,21 @@ def test_a_port_chosen_by_another_process_is_not_drawn_until_its_claim_lapses(tm
     assert port_claims.claim(30001) and stat.S_IMODE(shared.stat().st_mode) == 0o1777
 
 
+def test_a_claim_removes_the_claims_that_lapsed_long_ago(tmp_path, monkeypatch) -> None:
+    """The folder held 1,072 claims after a day of suites, one per port ever drawn: each claim prunes the old."""
+    from pglab.hosts import port_claims
+
+    monkeypatch.setenv("PGLAB_PORT_CLAIMS", str(tmp_path))
+    old, recent, other = tmp_path / "30010", tmp_path / "30011", tmp_path / "notes.txt"
+    for path in (old, recent, other):
+        path.write_text("1")
+    os.utime(old, (time.time() - 2 * port_claims.CLAIM_S - 60,) * 2)
+    os.utime(recent, (time.time() - port_claims.CLAIM_S - 60,) * 2)  # lapsed, but may be taken over: left
+    os.utime(other, (time.time() - 10 * port_claims.CLAIM_S,) * 2)  # not a claim
+    assert port_claims.claim(30012)
+    assert not old.exists() and recent.exists() and other.exists() and (tmp_path / "30012").exists()
+
+
 def test_a_tunnel_outlives_a_channel_that_did_not_open(sshd_server) -> None:
     """A connection the SSH server cannot forward is closed alone, with its reason kept; the forward goes on
     accepting (fabric's stopped for good), and carries more than a chunk each way."""

@@ -88,7 +88,11 @@ def test_asked_a_busy_machine_is_measured_and_the_run_marked(tmp_path: Path, hog
     m = manifest["machine"]
     assert m["busy_ok"] and m["marked"] and m["before"]["local"]["others"] > machine_state.OTHERS_MAX
     assert m["after"]["local"]["cpu_loop_ms"] > 0 and "drift" in m
+    st = m["statement_us"]  # a real statement on each node, before the first point and after the last
+    assert st["before"].keys() == st["after"].keys() and "primary" in st["before"], st
+    assert all(0 < v < 100_000 for v in [*st["before"].values(), *st["after"].values()]), st
     shown = machine_html(manifest)
+    assert f"primary {st['before']['primary']:,.0f} us before the first point" in shown
     assert "Marked: this run is no run of a machine sitting still" in shown and "other processes took" in shown
     metas = [json.loads(p.read_text()) for p in (tmp_path / "pub" / "raw" / "synchronous_commit").glob("*/meta.json")]
     assert metas and all("busy" in x and "busy_flag" in x for x in metas if x.get("status") == "ok" and "cpu" in x)
@@ -109,6 +113,10 @@ def test_marks_are_recomputed_by_todays_rule_and_the_env_keeps_them(monkeypatch:
     ended_busy = {"machine": {"before": {"local": probe}, "after": {"local": {**probe, "others": 0.45, "load1": 1.5}}}}
     assert machine.marks(ended_busy) == ["host local: at its end, other processes took 45% of the CPU (at most 10%)"]
     assert machine.marks({"machine": {"before": {"local": probe}, "after": {"local": {**probe, "load1": 3.0}}}}) == []
+    statements = {"before": {"primary": 60.0, "standby": 61.0}, "after": {"primary": 80.0, "standby": 200.0}}
+    slowed = {"machine": {"before": {"local": probe}, "after": {"local": probe}, "statement_us": statements}}
+    assert machine.marks(slowed) == ["node standby: a statement's time moved from 61 to 200 us (+228%; at most a "
+                                     "factor of 2.5 either way)"]  # 60 -> 80 is within the rule
     monkeypatch.delenv(machine.WITH_MARKED, raising=False)
     assert machine.left_out({"a": old, "b": busy, "c": moved}).keys() == {"b", "c"}
     monkeypatch.setenv(machine.WITH_MARKED, "1")

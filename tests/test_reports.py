@@ -337,3 +337,8 @@ def test_the_index_says_this_machine_only_of_itself() -> None:
         item = glance.split(f"<b>{study}</b>", 1)[1].split("</li>", 1)[0]
         assert f"of the article's {len(comparison)} claims" in item or f"{len(comparison)} claims" in item, item
         assert re.search(r"\(\d+ runs?, ", item) and item.rstrip().endswith(".")
+        # what the article claimed comes first, in its claims' words (a DBA reading the index alone could not say)
+        claimed = item.split("<i>The article claimed:</i>", 1)[1].split("<i>pglab found:</i>", 1)[0]
+        assert all(html.escape(c) in claimed for c in comparison["claim"]), claimed
+        if comparison["depends_on"].astype(str).str.contains("fidelity").all():  # how far the emulation was off
+            assert re.search(r"off by \d+-\d+% \(the report's fidelity table\)", item), item

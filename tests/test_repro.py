@@ -112,9 +112,10 @@ def test_a_report_sets_each_claim_beside_the_reference_and_names_what_differs() 
     other["hosts"]["local"]["cpu_model"] = "EPYC"
     probe = {"flush_ops_s": 10214.0, "cpu_loop_ms": 40.0, "cores": 2, "boot_id": "aaaaaaaa-1", "load1": 0.2,
              "others": 0.01}
-    ref.manifest["machine"] = {"before": {"local": probe}, "marked": []}
+    ref.manifest["machine"] = {"before": {"local": probe}, "marked": [],
+                               "statement_us": {"before": {"primary": 61.4, "standby": 60.0}}}
     other["machine"] = {"before": {"local": {**probe, "flush_ops_s": 1154.0, "boot_id": "bbbbbbbb-2"}},
-                        "marked": ["host local: busy"]}
+                        "marked": ["host local: busy"], "statement_us": {"before": {"primary": 212.0}}}
     page = beside.section_html(STUDY, ref, beside.Side(same.comparison, other))
     assert "What else differs between the two runs" in page and "EPYC" in page and "Xeon" in page
     # what the verdicts rest on comes first: the flush rate and the boot, before the parameters
@@ -122,6 +123,7 @@ def test_a_report_sets_each_claim_beside_the_reference_and_names_what_differs() 
     assert rests < page.index("What else differs") and "10,214" in page and "1,154" in page
     assert '<tr class="warn"><td>boot</td><td class=num>aaaaaaaa</td><td class=num>bbbbbbbb</td>' in page
     assert "host local: busy" in page and "<td>PostgreSQL build</td><td>15.18</td>" in page
+    assert "SELECT 1 before the first point" in page and "<td class=num>61</td><td class=num>212</td>" in page
     assert "dvc pull" in beside.section_html(STUDY, None, same)  # no reference checked out: how to get it
 
 

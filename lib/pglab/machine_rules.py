@@ -22,8 +22,10 @@ def busy_ok() -> bool:
 #: how far each probe may move between a run's two probes (a factor, either way) before the run is marked: the CPU
 #: probe 2x, the flush rate 1.5x, because on this VM at idle the CPU probe swings 1.7x and the flush probe 1.6x within
 #: a minute (25 probes back to back, bench/machine_probe.py; docs/running.md): smaller swings are its normal state,
-#: which the interval over blocks and runs carries, and a probe cannot tell them from a drift
-DRIFT = {"cpu_loop_ms": 2.0, "flush_ops_s": 1.5}
+#: which the interval over blocks and runs carries, and a probe cannot tell them from a drift. A node's statement
+#: time (``pglab.workloads.statement_probe``) 2.5x: two of its probes back to back differed by up to 2.08x at idle
+#: (the median of 5 batches; 86-371 us within two minutes), where the boots this project saw differ 3x
+DRIFT = {"cpu_loop_ms": 2.0, "flush_ops_s": 1.5, "statement_us": 2.5}
 
 
 def busy(state: dict[str, Any]) -> list[str]:
@@ -46,4 +48,17 @@ def drift(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
         if a and b and max(a, b) / min(a, b) > DRIFT[key]:
             out.append(f"{what} moved from {a:,.0f} to {b:,.0f} ({b / a - 1:+.0%}; at most a factor of "
                        f"{DRIFT[key]:g} either way)")
+    return out
+
+
+def statement_drift(probes: dict[str, Any] | None) -> list[str]:
+    """Which node's statement time (``pglab.workloads.statement_probe``) moved past ``DRIFT`` between the run's first
+    sweep's start and its last sweep's end."""
+    before, after = (probes or {}).get("before") or {}, (probes or {}).get("after") or {}
+    out, limit = [], DRIFT["statement_us"]
+    for node, b in after.items():
+        a = before.get(node)
+        if a and b and max(a, b) / min(a, b) > limit:
+            out.append(f"node {node}: a statement's time moved from {a:,.0f} to {b:,.0f} us ({b / a - 1:+.0%}; at most "
+                       f"a factor of {limit:g} either way)")
     return out

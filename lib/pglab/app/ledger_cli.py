@@ -128,7 +128,7 @@ def cmd_show(a: argparse.Namespace, ledger: Ledger) -> int:
         say(f"{k:16} {'' if pd.isna(r[k]) else r[k]}" if k == "marked" else f"{k:16} {r[k]}")
     in_campaign = book.campaign_of(ledger, run_id)
     if in_campaign:
-        say("\n".join(campaign_block(ledger, in_campaign)))
+        say("\n".join(campaign_block(book.campaigns(ledger), in_campaign)))
     c = book.claims(ledger, str(r["study"]))
     c = c[c["run_id"] == run_id]
     if c.empty:
@@ -169,6 +169,7 @@ def cmd_compare(a: argparse.Namespace, ledger: Ledger) -> int:
                         f"{a.study}` shows what it holds")
     c = _cells(c)  # every text a table shows, escaped once
     groups = c.groupby(["machine_key", "pg_version", "pg_family", "profile", "emulation"], dropna=False, sort=False)
+    stored = book.campaigns(ledger, a.study)  # read once: each group tells the campaigns within it
     for (key, version, family, profile, emulated), g in groups:
         ids = list(dict.fromkeys(g["run_id"]))
         say(f"== {len(ids)} run{'s' if len(ids) != 1 else ''} of {a.study}, profile {profile}, PostgreSQL "
@@ -181,10 +182,10 @@ def cmd_compare(a: argparse.Namespace, ledger: Ledger) -> int:
         say(format_table(table, ids))
         counts = table["agreement"].value_counts()
         say(", ".join(f"{counts.get(k, 0)} {k}" for k in (STABLE, MIXED, OPPOSITE)) + " (verdicts over the runs)")
-        for line in campaigns_within(ledger, ids):  # a stored campaign's verdicts, as its report tells them
+        for line in campaigns_within(stored, ids):  # a stored campaign's verdicts, as its report tells them
             say(line)
         pooled = len(frames) >= 2 and "bound_low" in g
-        say(decided_over(over_runs.comparison(frames) if pooled else pd.DataFrame(), g, len(frames)))
+        say(decided_over(over_runs.comparison(frames) if pooled else pd.DataFrame(), g))
     if groups.ngroups > 1:
         say(f"{groups.ngroups} groups of runs that differ in machine, PostgreSQL build, profile or emulation: "
               "compared side by side, never pooled")

@@ -57,10 +57,10 @@ def template(base: dict[str, Any], plot: Plot, palette: dict[str, Any], label: C
     out = json.loads(json.dumps(base))
     line = out["layer"][0]["encoding"]
     line["color"] = {**line["color"],
-                     "scale": {"domain": list(plot.y), "range": [_hex(palette[c]) for c in plot.y]},
-                     "legend": {"labelExpr": _label_expr({c: label(c) for c in plot.y if label(c) != c})}}
-    if not line["color"]["legend"]["labelExpr"].startswith("datum.label =="):
-        del line["color"]["legend"]
+                     "scale": {"domain": list(plot.y), "range": [_hex(palette[c]) for c in plot.y]}}
+    renamed = {c: label(c) for c in plot.y if label(c) != c}
+    if renamed:  # a legend of the columns' own names needs no expression
+        line["color"]["legend"] = {"labelExpr": _label_expr(renamed)}
     return out
 
 

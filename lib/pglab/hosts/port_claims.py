@@ -5,7 +5,8 @@ the same port before either server starts both see it free, and the second postm
 "Address already in use" (CI saw it on a logical-replication test). A claim is a file named for the port,
 made with O_EXCL, holding the claimer's pid; it stands while that process lives and for ``CLAIM_S``
 seconds, long enough for the initdb and start that follow, after which the listening socket itself
-keeps the port out of ``free_port``.
+keeps the port out of ``free_port``. Each new claim removes the claims that lapsed long ago (``prune``), so
+the folder holds about the ports drawn in the last ``2 x CLAIM_S``, not every port ever drawn.
 """
 
 from __future__ import annotations
@@ -64,5 +65,20 @@ def claim(port: int) -> bool:
             return True  # the folder is not writable for this user: drawn as before claims existed
         with os.fdopen(fd, "w") as out:
             out.write(str(os.getpid()))
+        prune(path.parent)
         return True
     return False
+
+
+def prune(folder: Path) -> int:
+    """Remove the claims older than twice ``CLAIM_S`` (lapsed whoever made them); how many went. A claim taken over
+    between the age read and the removal would be lost (microseconds; the port is then drawn as before claims
+    existed); a claim of another user stays."""
+    gone, cutoff = 0, time.time() - 2 * CLAIM_S
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for e in entries:
+            with contextlib.suppress(OSError):
+                if e.name.isdigit() and e.stat().st_mtime < cutoff:
+                    os.unlink(e.path)
+                    gone += 1
+    return gone

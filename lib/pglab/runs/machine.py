@@ -13,7 +13,7 @@ from typing import Any
 from pglab.errors import UserError
 from pglab.hosts import machine_state
 from pglab.hosts.inventory import Inventory
-from pglab.machine_rules import BUSY_OK, busy_ok  # noqa: F401  (``--busy-ok`` sets it)
+from pglab.machine_rules import BUSY_OK, busy_ok, statement_drift  # noqa: F401  (``--busy-ok`` sets it)
 from pglab.runs import marks
 from pglab.runs.reading import point_metas
 from pglab.runs.store import RunStore
@@ -66,6 +66,7 @@ def closed(store: RunStore, inventory: Inventory, hosts: Sequence[str]) -> None:
         return
     m["after"] = after
     m["drift"] = [f"host {h}: {d}" for h, s in after.items() for d in machine_state.drift(m["before"].get(h, {}), s)]
+    m["drift"] += statement_drift(m.get("statement_us"))  # probed by the sweeps (pglab.workloads.statement_probe)
     m["busy_at_end"] = marks.busy_at_end(after)
     m["busy_points"] = [meta.get("point") or d.name for d, meta in point_metas(store.dir, store.manifest)
                         if meta.get("busy_flag")]

@@ -12,7 +12,7 @@ import os
 from datetime import datetime, timezone
 from typing import Any
 
-from pglab.machine_rules import OTHERS_MAX, drift
+from pglab.machine_rules import OTHERS_MAX, drift, statement_drift
 
 WITH_MARKED = "PGLAB_WITH_MARKED"  # "1": verdicts over runs keep marked runs (the test suite's runs are all busy)
 
@@ -24,6 +24,7 @@ def marks(manifest: dict[str, Any]) -> list[str]:
     m = manifest.get("machine") or {}
     before, after = m.get("before") or {}, m.get("after") or {}
     moved = [f"host {h}: {d}" for h, s in after.items() for d in drift(before.get(h, {}), s)]
+    moved += statement_drift(m.get("statement_us"))
     return list(dict.fromkeys([*(m.get("busy_at_start") or []), *busy_at_end(after), *moved, *beside_a_load(m)]))
 
 

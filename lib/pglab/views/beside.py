@@ -91,6 +91,12 @@ def _probe(manifest: dict[str, Any]) -> dict[str, Any]:
     return next(iter(before.values()), {}) if isinstance(before, dict) else {}
 
 
+def _statement(manifest: dict[str, Any]) -> float | None:
+    """The primary's (else the first node's) statement time before the first point (``statement_probe``)."""
+    before = ((manifest.get("machine") or {}).get("statement_us") or {}).get("before") or {}
+    return before.get("primary") or next((v for v in before.values() if v), None)
+
+
 #: what the verdicts rest on, as the start's probe measured it: (label, the probe's key, how it is shown)
 RESTS_ON = (("the disk's flush rate (fdatasync/s)", "flush_ops_s", lambda v: f"{v:,.0f}"),
             ("CPU probe (ms for a fixed loop: lower is faster)", "cpu_loop_ms", lambda v: f"{v:g}"),
@@ -113,6 +119,11 @@ def rests_on_html(reference: dict[str, Any], yours: dict[str, Any]) -> str:
         mark = " class=\"warn\"" if cells[0] != cells[1] and key in ("boot_id", "cores") else ""
         out.append(f"<tr{mark}><td>{html.escape(label)}</td><td class=num>{cells[0]}</td>"
                    f"<td class=num>{cells[1]}</td></tr>")
+    statements = [_statement(m) for m in (reference, yours)]
+    if any(statements):
+        cells = [f"{v:,.0f}" if v else "-" for v in statements]
+        out.append("<tr><td>a statement on the primary (us for SELECT 1 before the first point: lower is faster)</td>"
+                   f"<td class=num>{cells[0]}</td><td class=num>{cells[1]}</td></tr>")
     builds = [" ".join(str(x) for x in ((m.get("postgres_build") or {}).get(k) for k in ("version", "family")) if x)
               or str((m.get("tools") or {}).get("postgres") or "-") for m in (reference, yours)]
     out.append(f"<tr><td>PostgreSQL build</td><td>{html.escape(builds[0])}</td><td>{html.escape(builds[1])}</td></tr>")

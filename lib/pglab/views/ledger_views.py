@@ -68,10 +68,10 @@ def campaign_lines(ledger: Ledger, study: str | None) -> list[str]:
     return out
 
 
-def campaign_block(ledger: Ledger, campaign_id: str) -> list[str]:
-    """The campaign's verdicts over its runs, a line per claim, for ``pglab ledger show``."""
-    c = book.campaigns(ledger)
-    k = c[c["campaign_id"] == campaign_id]
+def campaign_block(campaigns: pd.DataFrame, campaign_id: str) -> list[str]:
+    """The campaign's verdicts over its runs, a line per claim, for ``pglab ledger show`` (``campaigns``:
+    ``book.campaigns``, read once by the command)."""
+    k = campaigns[campaigns["campaign_id"] == campaign_id]
     if k.empty:
         return []
     out = [f"\ncampaign {campaign_id} ({_what(k)}): the verdicts over its runs, as its report tells them:"]
@@ -83,23 +83,24 @@ def campaign_block(ledger: Ledger, campaign_id: str) -> list[str]:
     return out
 
 
-def campaigns_within(ledger: Ledger, run_ids: list[str]) -> list[str]:
+def campaigns_within(campaigns: pd.DataFrame, run_ids: list[str]) -> list[str]:
     """The stored verdicts of every campaign whose runs are all among ``run_ids``, for ``pglab ledger compare``:
     where a group is (or holds) a campaign, the campaign's own verdicts come first, as its report tells them."""
     shown = set(run_ids)
     out: list[str] = []
-    for key, ids in ledger.query("SELECT campaign_id, run_ids FROM campaigns ORDER BY started"):
-        runs = set(json.loads(ids or "[]"))
+    for key, k in campaigns.groupby("campaign_id", sort=False):  # oldest first
+        runs = set(json.loads(k["run_ids"].iloc[0] or "[]"))
         if runs and runs <= shown:
-            out += campaign_block(ledger, key)
+            out += campaign_block(k, key)
     return out
 
 
-def decided_over(over: pd.DataFrame, group: Any, runs: int) -> str:
+def decided_over(over: pd.DataFrame, group: Any) -> str:
     """The group's claims decided over its runs (``over``: ``analysis.over_runs.comparison``, which the command
-    computes: a view tells a verdict, never decides one), one line each, and what pooling them means: runs of
-    one machine class, build and profile, but of their own code revision and day."""
-    if runs < 2 or over.empty:
+    computes, empty where the group cannot be pooled: a view tells a verdict, never decides one), one line each,
+    and what pooling them means: runs of one machine class, build and profile, but of their own code revision and
+    day."""
+    if over.empty:
         return ""
     revisions = group["git_revision"].dropna().astype(str).str[:12].unique()
     lines = ["decided over these runs (95% t interval over the runs' medians; a verdict needs 3 runs and must "

@@ -91,8 +91,9 @@ LEGEND = ("<p class=\"meta\"><span class=\"held\">held</span>: the 95% interval 
           "wants it. <span class=\"not\">did not hold</span>: it lies wholly outside. <span class=\"open\">not "
           "resolvable here</span>: neither yet (the report says what would settle it). <span class=\"na\">not "
           "measurable here</span>: the run lacked what the claim needs, or the machine it ran on differs from the "
-          "article's in what the claim depends on (the verdict it would give there is kept apart, never "
-          "counted): a difference of hardware is grey, never red. A verdict marked <i>under an emulation</i> was "
+          "article's in what the claim depends on, or an emulation of the article's machine did not come close "
+          "enough at the claim's own points (what the interval alone would say is in the report, never counted): a "
+          "difference of hardware is grey, never red. A verdict marked <i>under an emulation</i> was "
           "made with that property of the article's machine imitated and measured (docs/emulation.md), and is "
           "counted apart; <span class=\"hw\">did not hold, hardware differs</span>: the interval lies outside, "
           "but the emulation left part of what the claim depends on unlike the article's (the row says which), so "
@@ -297,7 +298,8 @@ def index_html(root: Path, reference: Path | None = None) -> str:
         run = run_facts(side.manifest)
         majors = majors_table.read(root / "data" / "majors" / f"{study}.csv")  # its claims x majors section
         rows.append({"study": f"<a href=\"{study}.html\">{html.escape(study)}</a>" + (
-            f"<br><a href=\"{study}.html#majors\">on PostgreSQL {majors.major.min()}-{majors.major.max()}</a>"
+            f"<br><a href=\"{study}.html#majors\">on PostgreSQL {majors.major.min()}-{majors.major.max()}</a> (a table "
+            "of its own)"
             if majors is not None and len(majors) else ""),
                      "question": html.escape(question(study)), "verdicts": beside.tally_cell(side),
                      **({"reference": beside.tally_cell(beside.read(reference, study))} if reference else {}),

@@ -127,7 +127,13 @@ def _unjudged(rows: list[Mapping[str, Any]], everything: bool, total: int) -> st
         lead = (f"none of the article's {total} claims could be judged" if everything and len(by_property) == 1
                 else f"{n} could not be judged")
         they = "they depend" if n > 1 else "it depends"
-        if prop:
+        if "fidelity" in prop:  # no way the article differs: an imitation of its machine that did not come close
+            off = sorted({abs(int(x)) for h in _unique(group, "here") for x in re.findall(r"\(([+-]\d+)%\)", h)})
+            by = f", off by {off[0]}-{off[-1]}%" if len(off) > 1 else f", off by {off[0]}%" if off else ""
+            out.append(f"{lead}: {they} on an emulation of the article's machine, and at {'their' if n > 1 else 'its'}"
+                       f" own points the emulated run did not come within the allowed error of the article's own "
+                       f"numbers{by} (the report's fidelity table)")
+        elif prop:
             here, article = _unique(group, "here"), _unique(group, "article")
             heads = {h.split(":", 1)[0] for h in here}  # long details of one kind: what they share says it
             detail = ("here: " + " or ".join(map(html.escape, here)) if len(here) <= 2 and
@@ -231,12 +237,19 @@ def scope_words(comparison: pd.DataFrame, manifest: Mapping[str, Any]) -> str:
                      if x)
 
 
+def claimed(comparison: pd.DataFrame) -> str:
+    """What the article claimed, in its claims' own words (they carry its numbers: "local is about 1.4x on")."""
+    return "; ".join(html.escape(str(c)) for c in comparison["claim"])
+
+
 def glance(sides: Mapping[str, tuple[pd.DataFrame, Mapping[str, Any]]]) -> str:
-    """The index's opening: per study one sentence of what came of the article's claims, and from what."""
+    """The index's opening: per study what the article claimed, then one sentence of what came of it, and from
+    what (a DBA asked to tell each article's outcome from the index alone could not say what it had claimed)."""
     items = []
     for study, (comparison, manifest) in sides.items():
         text = paragraph(comparison, manifest)
         if text:
             items.append(f"<li><a href=\"{html.escape(study)}.html\"><b>{html.escape(study)}</b></a> "
-                         f"({html.escape(scope_words(comparison, manifest))}): {first_sentence(text)}</li>")
+                         f"({html.escape(scope_words(comparison, manifest))}). <i>The article claimed:</i> "
+                         f"{claimed(comparison)}. <i>pglab found:</i> {first_sentence(text)}</li>")
     return f"<h2>At a glance</h2><ul class=\"glance\">{''.join(items)}</ul>" if items else ""

@@ -47,6 +47,10 @@ def _state(s: dict[str, Any]) -> str:
             f"steal {s.get('steal', 0):.0%}, load {s.get('load1', 0):.1f} on {s.get('cores', '?')} cores{loop}{flush}")
 
 
+def _us(v: Any) -> str:
+    return f"{float(v):,.0f} us" if v else "not measured"
+
+
 def machine_html(manifest: dict[str, Any]) -> str:
     """The machine as probed before and after the run (``pglab.runs.machine``), and why the run is marked."""
     m = manifest.get("machine") or {}
@@ -56,6 +60,12 @@ def machine_html(manifest: dict[str, Any]) -> str:
     for when in ("before", "after"):
         for host, s in (m.get(when) or {}).items():
             rows.append(f"{when} ({html.escape(str(s.get('at', '')))}), {html.escape(host)}: {html.escape(_state(s))}")
+    st = m.get("statement_us") or {}
+    nodes = dict.fromkeys([*(st.get("before") or {}), *(st.get("after") or {})])
+    if nodes:
+        rows.append("a statement (SELECT 1 from one client on the node's core and CPU share) took " + ", ".join(
+            f"{html.escape(n)} {_us((st.get('before') or {}).get(n))} before the first point and "
+            f"{_us((st.get('after') or {}).get(n))} after the last" for n in nodes))
     marked = m.get("marked") or []
     out = "<p class=\"meta\"><b>The machine:</b> " + "; ".join(rows) + ".</p>"
     if marked:

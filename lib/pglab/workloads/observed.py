@@ -17,7 +17,7 @@ from pglab.runs import sweep
 from pglab.runs.opening import Opened
 from pglab.runs.store import Point
 from pglab.runs.sweep import Planned
-from pglab.workloads import cpu, waits
+from pglab.workloads import cpu, statement_probe, waits
 
 # watch(nodes, delay_s=0.0): wait events of ``nodes`` recorded over the ``with`` body, from ``delay_s`` into it
 Watch = Callable[..., contextlib.AbstractContextManager]
@@ -31,7 +31,8 @@ def run(opened: Opened, measure: Measure, *, desc: str, progress: bool = True,
     """``sweep.run`` over the run's points, each measured as ``measure(planned, point, watch)`` inside the
     CPU recording of ``hosts(planned)`` (default: every host of the run). ``ready(planned, point)`` runs
     first, outside that window (a replication pair set up again), and a reason it returns fails the point.
-    One wait sampler serves the sweep (``wait_sample_ms``, 0 = off); ``watch`` with no nodes records nothing."""
+    One wait sampler serves the sweep (``wait_sample_ms``, 0 = off); ``watch`` with no nodes records nothing.
+    Each running node's statement time is probed before the first point and after the last (``statement_probe``)."""
     p = opened.p
     every = [opened.s.host(h) for h in p.hosts]
     with waits.sampler(p.wait_sample_ms) as sampler:
@@ -46,5 +47,8 @@ def run(opened: Opened, measure: Measure, *, desc: str, progress: bool = True,
             with cpu.during(every if hosts is None else hosts(pl), point):
                 return measure(pl, point, watch)
 
-        return sweep.run(opened.store, opened.points, one, desc=desc, progress=progress, errors=errors,
-                         health=opened.s.health)
+        statement_probe.opened(opened.store, opened.s.nodes)  # the CPU a statement takes, at both ends
+        counts = sweep.run(opened.store, opened.points, one, desc=desc, progress=progress, errors=errors,
+                           health=opened.s.health)
+        statement_probe.closed(opened.store, opened.s.nodes)
+        return counts
