@@ -236,7 +236,8 @@ def test_a_verdict_a_hardware_gap_explains_is_not_coloured_as_a_refutation() -> 
     assert "<code>standby_hosts</code>" in rows[3]["evidence"]  # a setting the note names, as code
     table = report._table(rows, report.VERDICT_COLUMNS)
     assert table.count('<tr class="hw">') == 1 and table.count('<tr class="held">') == 1
-    assert 'class="hw"' in report.LEGEND and "this machine" not in report.LEGEND
+    assert 'class="hw"' in report.legend() and "this machine" not in report.legend()
+    assert 'class="hw"' not in report.legend(emulated=False)  # a page with no such verdict has no key to it
     # every node's disk emulated (fdw_overhead's two instances on one disk): a plain refutation, red
     both = {**EMULATED, "emulation": {"disks": {"local": {**EMULATED["emulation"]["disks"]["primary"],
                                                           "nodes": ["primary", "standby1"]}}}}

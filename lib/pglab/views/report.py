@@ -87,17 +87,22 @@ font-size:.8em;font-weight:600;color:#555}}
 
 
 #: what the four verdicts mean, under the index's table (the study reports say the same above their figures)
-LEGEND = ("<p class=\"meta\"><span class=\"held\">held</span>: the 95% interval lies where the claim's rule "
-          "wants it. <span class=\"not\">did not hold</span>: it lies wholly outside. <span class=\"open\">not "
-          "resolvable here</span>: neither yet (the report says what would settle it). <span class=\"na\">not "
-          "measurable here</span>: the run lacked what the claim needs, or the machine it ran on differs from the "
-          "article's in what the claim depends on, or an emulation of the article's machine did not come close "
-          "enough at the claim's own points (what the interval alone would say is in the report, never counted): a "
-          "difference of hardware is grey, never red. A verdict marked <i>under an emulation</i> was "
-          "made with that property of the article's machine imitated and measured (docs/emulation.md), and is "
-          "counted apart; <span class=\"hw\">did not hold, hardware differs</span>: the interval lies outside, "
-          "but the emulation left part of what the claim depends on unlike the article's (the row says which), so "
-          "it is no refutation.</p>")
+LEGEND_EMULATED = (" A verdict marked <i>under an emulation</i> was made with that property of the article's machine "
+                   "imitated and measured (docs/emulation.md), and is counted apart; <span class=\"hw\">did not hold, "
+                   "hardware differs</span>: the interval lies outside, but the emulation left part of what the claim "
+                   "depends on unlike the article's (the row says which), so it is no refutation.")
+
+
+def legend(emulated: bool = True) -> str:
+    """The verdicts' words; the emulation's two only where a verdict on the page uses them (a key to outcomes that
+    never appear confused a reader of the index)."""
+    return ("<p class=\"meta\"><span class=\"held\">held</span>: the 95% interval lies where the claim's rule "
+            "wants it. <span class=\"not\">did not hold</span>: it lies wholly outside. <span class=\"open\">not "
+            "resolvable here</span>: neither yet (the report says what would settle it). <span class=\"na\">not "
+            "measurable here</span>: the run lacked what the claim needs, or the machine it ran on differs from the "
+            "article's in what the claim depends on, or an emulation of the article's machine did not come close "
+            "enough at the claim's own points (what the interval alone would say is in the report, never counted): a "
+            "difference of hardware is grey, never red." + (LEGEND_EMULATED if emulated else "") + "</p>")
 
 
 def glossary_href(root: Path) -> str:
@@ -220,7 +225,7 @@ def study_html(study: str, nb: Notebook, comparison: pd.DataFrame, manifest: dic
            "<p class=\"meta\">Each claim is a ratio measured in blocks that run every configuration back to back, "
            "divided within its block by the baseline. The verdict is the rule beside it applied to the 95% interval "
            "(no verdict while baseline / baseline excludes 1); the study's docs page states every rule and margin. "
-           f"{runs_sentence(comparison, manifest)}</p>", LEGEND + terms(glossary), beside_html,
+           f"{runs_sentence(comparison, manifest)}</p>", legend() + terms(glossary), beside_html,
            "" if majors is None or majors.empty else majors_table.section_html(study, majors),
            "" if fidelity is None else fidelity_html.section_html(
                fidelity, (manifest.get("emulation") or {}).get("calibration"), _runs(comparison)),
@@ -333,7 +338,7 @@ def index_html(root: Path, reference: Path | None = None) -> str:
             + takeaway.glance({s: (side.comparison, side.manifest) for s, side in sides.items()})
             + f"<p><b>All {len(total) + len(under)} claims{' of your runs' if reference else ''}:</b> {counted}.</p>"
             + f"<div class=\"table\">{_table(rows, cols, 'index')}</div>"
-            + LEGEND + terms(glossary_href(root))
+            + legend(bool(len(under) or gaps)) + terms(glossary_href(root))
             + "<p class=\"meta\">Every run so far, claim by claim: <a href=\"history.html\">history.html</a> "
             "(<code>python -m pglab.views.history</code> writes it from the ledger).</p>")
     return _page("pglab reports", body)

@@ -139,8 +139,9 @@ def _unjudged(rows: list[Mapping[str, Any]], everything: bool, total: int) -> st
             detail = ("here: " + " or ".join(map(html.escape, here)) if len(here) <= 2 and
                       all(len(h) <= 160 for h in here) else f"here: {html.escape(heads.pop())}" if len(heads) == 1
                       else "")
-            if len(article) == 1 and not article[0].lower().startswith("the article"):  # not "the article's table"
-                detail += ("; " if detail else "") + f"the article: {html.escape(article[0])}"
+            article = [a for a in article if not a.lower().startswith("the article")]  # not "the article's table"
+            if article and len(article) <= 3 and sum(map(len, article)) <= 240:
+                detail += ("; " if detail else "") + f"the article: {' or '.join(map(html.escape, article))}"
             out.append(f"{lead}: {they} on {html.escape(prop)}, where this run differs from the article"
                        + (f" ({detail})" if detail else ""))
         else:
