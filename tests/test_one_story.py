@@ -114,3 +114,18 @@ def test_every_shipped_page_fits_a_phone(tmp_path) -> None:
     unwrapped.write_text("<html><head></head><body><table><tr><td style=\"white-space:nowrap\">" + "word " * 80
                          + "</td></tr></table></body></html>")
     assert layout_width(unwrapped, 390) > 390
+
+
+@pytest.mark.parametrize("study", ["synchronous_commit", "fdw_overhead"])
+def test_ledger_compare_of_a_major_tells_the_majors_tables_verdicts(study: str,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """The claims x majors table (``data/majors/<study>.csv``, each major's campaign analysed) and ``pglab ledger
+    compare --pg VERSION`` over the same runs in the reference ledger tell each claim the same verdict."""
+    pulled_analyses(study)
+    table = pd.read_csv(REPO / "data" / "majors" / f"{study}.csv", dtype={"version": str})
+    for version, rows in table.groupby("version"):
+        assert cli.main(["ledger", "compare", study, "--pg", version, "--ledger", str(REFERENCE)]) == 0
+        told = capsys.readouterr().out.split("decided over these runs", 1)
+        assert len(told) == 2, (version, "compare decided nothing over the major's runs")
+        for r in rows.itertuples():
+            assert f"  {r.claim}: {r.verdict}," in told[1], (version, r.claim, r.verdict)

@@ -170,15 +170,18 @@ def test_two_runs_at_once_and_a_cleanup_between_them(tmp_path: Path) -> None:
     from test_fdw_overhead import tiny as fdw_tiny
 
     data = tmp_path / "data"
-    files = {"synchronous_commit": _write_params(tmp_path, levels=["on", "off"], blocks=2, seconds=3,
+    # long enough to overlap: under CI's load one study's set-up outlasted the other's 12 s of points once, and
+    # cleanup found only one run in progress
+    files = {"synchronous_commit": _write_params(tmp_path, levels=["on", "off"], blocks=5, seconds=4,
                                                  standby_read_blocks=0)}
     files["fdw_overhead"] = tmp_path / "fdw.yaml"
-    files["fdw_overhead"].write_text(yaml.safe_dump({"profile": "t", "profiles": {"t": fdw_tiny(seconds=3)}}))
+    files["fdw_overhead"].write_text(yaml.safe_dump({"profile": "t", "profiles": {"t": fdw_tiny(seconds=4,
+                                                                                                 blocks=2)}}))
     procs = {s: subprocess.Popen([sys.executable, "-m", "pglab.app.collect", s, "--params", str(f), "--data-root",
                                   str(data), "--quiet"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  text=True) for s, f in files.items()}
     try:
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + 300
         while time.monotonic() < deadline and not all(_measuring(data, s) for s in files):
             time.sleep(0.2)
         res = subprocess.run([sys.executable, "-m", "pglab.app.cli", "cleanup", "--data-root", str(data)],

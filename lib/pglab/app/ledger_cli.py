@@ -157,7 +157,6 @@ def cmd_compare(a: argparse.Namespace, ledger: Ledger) -> int:
     """Per claim, every run's value and verdict, in groups of comparable runs (one machine class, one PostgreSQL
     build, one profile, one emulation): runs of different groups are shown apart, never pooled."""
     c = book.claims(ledger, a.study, with_marked=a.with_marked or bool(a.runs))  # runs named are asked for
-    c["emulation"] = c["emulation"].fillna("")
     for col, want in (("machine_key", a.machine), ("pg_version", a.pg), ("profile", a.profile)):
         if want:
             c = c[c[col].astype(str) == want]
@@ -168,9 +167,11 @@ def cmd_compare(a: argparse.Namespace, ledger: Ledger) -> int:
         raise UserError(f"no analysed run of {a.study} in {ledger.shown} matches; `pglab ledger list --study "
                         f"{a.study}` shows what it holds")
     c = _cells(c)  # every text a table shows, escaped once
-    groups = c.groupby(["machine_key", "pg_version", "pg_family", "profile", "emulation"], dropna=False, sort=False)
+    groups = c.groupby(["machine_key", "pg_version", "pg_family", "profile", "asked"], dropna=False, sort=False)
     stored = book.campaigns(ledger, a.study)  # read once: each group tells the campaigns within it
-    for (key, version, family, profile, emulated), g in groups:
+    for (key, version, family, profile, _), g in groups:
+        said = list(dict.fromkeys(g["emulation"]))  # as each run measured it (a calibrated run: its own numbers)
+        emulated = said[0] + (f" (as the first run measured it; {len(said)} runs measured their own)" * (len(said) > 1))
         ids = list(dict.fromkeys(g["run_id"]))
         say(f"== {len(ids)} run{'s' if len(ids) != 1 else ''} of {a.study}, profile {profile}, PostgreSQL "
               f"{version} ({family}), machine {key}: {g['machine'].iloc[0]}"

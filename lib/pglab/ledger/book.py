@@ -213,13 +213,17 @@ def runs(ledger: Ledger, study: str | None = None, with_marked: bool = True) -> 
 
 def claims(ledger: Ledger, study: str | None = None, with_marked: bool = True) -> pd.DataFrame:
     """One row per (run, claim): the claim's verdict, value and interval, with the run's study, profile, start,
-    machine and PostgreSQL build, oldest run first; without ``with_marked``, marked runs' claims left out."""
+    machine and PostgreSQL build, oldest run first; without ``with_marked``, marked runs' claims left out. ``asked``:
+    the emulation the run asked for (``emulation_asked``), what pools runs."""
     where = " AND ".join(([] if with_marked else [UNMARKED]) + (["r.study = ?"] if study else []))
-    return frame(ledger, "SELECT r.study, c.*, r.profile, r.started, r.status, r.machine_key, m.label AS machine, "
-                         "r.pg_version, r.pg_family, r.git_revision, r.dvc_hash, r.emulation, r.marked FROM claims c "
-                         "JOIN runs r USING "
-                         f"(run_id) LEFT JOIN machines m USING (machine_key) {'WHERE ' + where if where else ''} "
-                         "ORDER BY r.started, r.run_id, c.claim", (study,) if study else ())
+    c = frame(ledger, "SELECT r.study, c.*, r.profile, r.started, r.status, r.machine_key, m.label AS machine, "
+                      "r.pg_version, r.pg_family, r.git_revision, r.dvc_hash, r.emulation, r.marked, r.parameters "
+                      "FROM claims c JOIN runs r USING "
+                      f"(run_id) LEFT JOIN machines m USING (machine_key) {'WHERE ' + where if where else ''} "
+                      "ORDER BY r.started, r.run_id, c.claim", (study,) if study else ())
+    c["emulation"] = c["emulation"].fillna("")
+    c["asked"] = [emulation_asked(p, e) for p, e in zip(c["parameters"], c["emulation"], strict=True)]
+    return c
 
 
 def campaigns(ledger: Ledger, study: str | None = None) -> pd.DataFrame:
@@ -229,6 +233,19 @@ def campaigns(ledger: Ledger, study: str | None = None) -> pd.DataFrame:
     return frame(ledger, "SELECT k.study, k.profile, k.started, k.ended, k.run_ids, k.left_out, k.scope AS "
                          f"campaign_scope, c.* FROM campaign_claims c JOIN campaigns k USING (campaign_id) {where} "
                          "ORDER BY k.started, c.campaign_id, c.claim", (study,) if study else ())
+
+
+def emulation_asked(parameters: Any, said: Any) -> str:
+    """What a run asked to imitate (its parameters' ``emulate``, canonical), '' on the machine as it is: the key that
+    pools runs. Not the words the run measured (``said``): a calibrated run measures its own flush time (8.563 ms in
+    one, 8.568 ms in the next of one campaign), and grouping by those split every campaign into runs of one."""
+    if not isinstance(said, str) or not said:
+        return ""
+    try:
+        asked = json.loads(parameters).get("emulate") if isinstance(parameters, str) else None
+    except (ValueError, AttributeError):
+        asked = None
+    return json.dumps(asked, sort_keys=True) if asked else said
 
 
 def campaign_of(ledger: Ledger, run_id: str) -> str | None:
