@@ -4,10 +4,10 @@ Why: the articles' claims rest on the CPU time a statement takes as much as on a
 a local select-only statement took 67 us on one boot and 227 us on another). The machine probe at a run's start and
 end (``pglab.hosts.machine_state``) times a shell loop, because no server runs yet when it runs; this one times a
 real statement on a real node, as the run's workloads see it: ``SELECT 1`` from one pgbench client on the node's own
-host, on its core and inside its CPU share (``emulate``), ``statements()`` times in a row, no flush. The average
-latency is the probe. The run record keeps the first sweep's start and the last sweep's end
-(``manifest["machine"]["statement_us"]``); a move past ``machine_rules.DRIFT["statement_us"]`` marks the run
-(``pglab.runs.marks``).
+host, on its core and inside its CPU share (``emulate``), in ``REPEATS`` batches of ``statements()``, no flush. The
+median of the batches' average latency is the probe. The run record keeps the first sweep's start and the last
+sweep's end (``manifest["machine"]["statement_us"]``); a move past ``machine_rules.DRIFT["statement_us"]`` marks
+the run (``pglab.runs.marks``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pglab.workloads.pgbench import pinned, session_env
 
 SCRIPT = "SELECT 1;\n"
 PER_SECOND = 3000  # statements per second of PROBE_S, in all: about 0.3-1 s a node on this VM at the default 1 s
-REPEATS = 5  # batches; their median is the probe's (one batch moved 80-190 us within a minute at idle)
+REPEATS = 5  # batches; their median is the probe's (one batch moved 39-625 us within two minutes at idle)
 
 
 def statements() -> int:
